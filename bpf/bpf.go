@@ -1,0 +1,58 @@
+package bpf
+
+import (
+	"fmt"
+)
+
+// Record types as laid out in gpuprof.bpf.c.
+type (
+	Event     = gpuprofEvent
+	NameEvent = gpuprofNameEvent
+	KernelKey = gpuprofKernelKey
+	Objects   = gpuprofObjects
+	Programs  = gpuprofPrograms
+	Maps      = gpuprofMaps
+	Variables = gpuprofVariables
+)
+
+// Record kinds, the first byte of every ring buffer record.
+const (
+	KindCall       = 1
+	KindKernelName = 2
+	KindLibLoad    = 3
+)
+
+// Counters in the stats map.
+const (
+	StatRingbufFull = iota
+	StatKernelMapFull
+	StatStaleCall
+	StatNoThreadState
+	NumStats
+)
+
+// Load loads the programs and maps into the kernel. wakeupBytes is how much
+// data waits in the ring buffer before the reader is woken.
+func Load(wakeupBytes uint64) (*Objects, error) {
+	spec, err := loadGpuprof()
+	if err != nil {
+		return nil, fmt.Errorf("load BPF spec: %w", err)
+	}
+	if err := spec.Variables["wakeup_bytes"].Set(wakeupBytes); err != nil {
+		return nil, fmt.Errorf("set wakeup_bytes: %w", err)
+	}
+	var objs Objects
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		return nil, fmt.Errorf("load BPF objects: %w", err)
+	}
+	return &objs, nil
+}
+
+// RingbufSize is the size of the events ring buffer in bytes.
+func RingbufSize() (uint32, error) {
+	spec, err := loadGpuprof()
+	if err != nil {
+		return 0, err
+	}
+	return spec.Maps["events"].MaxEntries, nil
+}

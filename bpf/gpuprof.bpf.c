@@ -1,0 +1,353 @@
+//go:build ignore
+
+// gpuprof's probes: paired entry/return uprobes on CUDA calls and entry-only
+// counting probes on kernel launches. One event per completed call goes to a
+// ring buffer without waking the reader; launches are counted in the kernel
+// and ride along on the thread's next event.
+
+#include <linux/bpf.h>
+#include <linux/ptrace.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+// Event kinds; the first byte of every ring buffer record.
+#define EV_CALL 1
+#define EV_KERNEL_NAME 2
+#define EV_LIB_LOAD 3
+
+// Attach cookie layout, written by probes/cookie.go.
+#define COOKIE_API(c) ((c) & 0xffff)
+#define COOKIE_LAYER(c) (((c) >> 16) & 0xf)
+#define COOKIE_OUT(c) (((c) >> 20) & 0xf)
+#define COOKIE_OUT_ARG(c) (((c) >> 24) & 0xf)
+#define COOKIE_FUNC_ARG(c) (((c) >> 28) & 0xf)
+#define COOKIE_NAME_ARG(c) (((c) >> 32) & 0xf) // 0: none, else index+1
+#define COOKIE_GRAPH(c) (((c) >> 40) & 1)
+
+#define LAYER_RUNTIME 1
+#define LAYER_DRIVER 2
+
+#define OUT_U32 1
+#define OUT_U64 2
+
+#define NARGS 5
+#define NAME_LEN 128
+
+// Counters in the stats array.
+#define STAT_RINGBUF_FULL 0
+#define STAT_KERNEL_MAP_FULL 1
+#define STAT_STALE_CALL 2
+#define STAT_NO_THREAD_STATE 3
+#define NSTATS 4
+
+struct event {
+	__u8 kind;
+	__u8 layer;
+	__u16 api;
+	__u32 pid;
+	__u32 tid;
+	__u32 launches;      // kernel launches on this thread since its previous event
+	__u32 graph_launches;
+	__u32 pad;
+	__u64 start_ns;
+	__u64 end_ns;
+	__u64 launch_first_ns;
+	__u64 launch_last_ns;
+	__u64 args[NARGS];
+	__u64 ret;
+	__u64 out;           // value read through an output pointer at return
+};
+
+struct name_event {
+	__u8 kind;
+	__u8 layer;
+	__u16 api;
+	__u32 pid;
+	__u32 tid;
+	__u32 pad;
+	__u64 ts_ns;
+	__u64 handle;        // the CUfunction / CUkernel handle returned
+	__u64 arg;           // the CUkernel a function was taken from, if any
+	char name[NAME_LEN];
+};
+
+// One call in flight on a thread, per layer. sp is the stack pointer at
+// entry (pointing at the return address): a nested call has a lower sp, and
+// the matching return comes back with sp just above it.
+struct call_slot {
+	__u64 start_ns;
+	__u64 sp;
+	__u64 cookie;
+	__u64 args[NARGS];
+};
+
+struct thread_state {
+	struct call_slot rt;
+	struct call_slot drv;
+	__u64 launch_first_ns;
+	__u64 launch_last_ns;
+	__u32 launches;
+	__u32 graph_launches;
+};
+
+struct kernel_key {
+	__u32 pid;
+	__u32 pad;
+	__u64 func;
+};
+
+// Force the generated Go types.
+const struct event *unused_event __attribute__((unused));
+const struct name_event *unused_name_event __attribute__((unused));
+const struct kernel_key *unused_kernel_key __attribute__((unused));
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 22);
+} events SEC(".maps");
+
+// Per-thread state lives in task storage, so it goes away with the thread.
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct thread_state);
+} threads SEC(".maps");
+
+// Launch counts per process and kernel handle.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1 << 16);
+	__type(key, struct kernel_key);
+	__type(value, __u64);
+} kernels SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NSTATS);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+// Wake the reader only when this many bytes wait; below it the reader polls.
+volatile const __u64 wakeup_bytes = 1 << 20;
+
+static __always_inline void count(__u32 stat)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &stat);
+	if (v)
+		*v += 1;
+}
+
+static __always_inline __u64 ringbuf_flags(void)
+{
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
+		return BPF_RB_FORCE_WAKEUP;
+	return BPF_RB_NO_WAKEUP;
+}
+
+static __always_inline struct thread_state *thread_state(int create)
+{
+	struct thread_state *ts = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0,
+						       create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	if (!ts && create)
+		count(STAT_NO_THREAD_STATE);
+	return ts;
+}
+
+SEC("uprobe.multi")
+int api_entry(struct pt_regs *ctx)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	struct thread_state *ts = thread_state(1);
+	if (!ts)
+		return 0;
+	__u64 sp = PT_REGS_SP(ctx);
+	struct call_slot *slot = &ts->drv;
+	if (COOKIE_LAYER(cookie) == LAYER_RUNTIME) {
+		slot = &ts->rt;
+	} else if (ts->rt.start_ns && ts->rt.sp > sp) {
+		// A driver call made underneath a runtime call: the runtime call
+		// reports it, counting it again would double it.
+		return 0;
+	}
+	if (slot->start_ns && slot->sp > sp)
+		return 0; // nested call of the same layer; the outer one reports
+	slot->sp = sp;
+	slot->cookie = cookie;
+	slot->args[0] = PT_REGS_PARM1(ctx);
+	slot->args[1] = PT_REGS_PARM2(ctx);
+	slot->args[2] = PT_REGS_PARM3(ctx);
+	slot->args[3] = PT_REGS_PARM4(ctx);
+	slot->args[4] = PT_REGS_PARM5(ctx);
+	slot->start_ns = bpf_ktime_get_ns();
+	return 0;
+}
+
+static __always_inline void emit_name(struct call_slot *slot, __u64 cookie, __u64 now)
+{
+	__u32 name_arg = COOKIE_NAME_ARG(cookie);
+	__u32 out_arg = COOKIE_OUT_ARG(cookie);
+	struct name_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(STAT_RINGBUF_FULL);
+		return;
+	}
+	__u64 id = bpf_get_current_pid_tgid();
+	e->kind = EV_KERNEL_NAME;
+	e->layer = COOKIE_LAYER(cookie);
+	e->api = COOKIE_API(cookie);
+	e->pid = id >> 32;
+	e->tid = (__u32)id;
+	e->pad = 0;
+	e->ts_ns = now;
+	e->handle = 0;
+	e->arg = slot->args[1];
+	e->name[0] = 0;
+	if (out_arg < NARGS)
+		bpf_probe_read_user(&e->handle, sizeof(e->handle), (void *)slot->args[out_arg]);
+	if (name_arg > 0 && name_arg <= NARGS)
+		bpf_probe_read_user_str(e->name, sizeof(e->name), (void *)slot->args[name_arg - 1]);
+	bpf_ringbuf_submit(e, ringbuf_flags());
+}
+
+SEC("uretprobe.multi")
+int api_return(struct pt_regs *ctx)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	struct thread_state *ts = thread_state(0);
+	if (!ts)
+		return 0;
+	struct call_slot *slot = COOKIE_LAYER(cookie) == LAYER_RUNTIME ? &ts->rt : &ts->drv;
+	if (!slot->start_ns)
+		return 0; // entry not seen (attached mid-call) or skipped
+	__u64 sp = PT_REGS_SP(ctx);
+	if (sp <= slot->sp)
+		return 0; // a nested call returned; the outer one is still running
+	if (sp > slot->sp + 16 || COOKIE_API(slot->cookie) != COOKIE_API(cookie)) {
+		// The recorded call ended without its return being seen.
+		slot->start_ns = 0;
+		count(STAT_STALE_CALL);
+		return 0;
+	}
+	__u64 now = bpf_ktime_get_ns();
+	if (COOKIE_NAME_ARG(cookie)) {
+		emit_name(slot, cookie, now);
+		slot->start_ns = 0;
+		return 0;
+	}
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(STAT_RINGBUF_FULL);
+		slot->start_ns = 0;
+		return 0;
+	}
+	__u64 id = bpf_get_current_pid_tgid();
+	e->kind = EV_CALL;
+	e->layer = COOKIE_LAYER(cookie);
+	e->api = COOKIE_API(cookie);
+	e->pid = id >> 32;
+	e->tid = (__u32)id;
+	e->pad = 0;
+	e->start_ns = slot->start_ns;
+	e->end_ns = now;
+	e->launches = ts->launches;
+	e->graph_launches = ts->graph_launches;
+	e->launch_first_ns = ts->launch_first_ns;
+	e->launch_last_ns = ts->launch_last_ns;
+	ts->launches = 0;
+	ts->graph_launches = 0;
+	ts->launch_first_ns = 0;
+	ts->launch_last_ns = 0;
+	e->args[0] = slot->args[0];
+	e->args[1] = slot->args[1];
+	e->args[2] = slot->args[2];
+	e->args[3] = slot->args[3];
+	e->args[4] = slot->args[4];
+	e->ret = PT_REGS_RC(ctx);
+	e->out = 0;
+	__u32 out_arg = COOKIE_OUT_ARG(cookie);
+	if (out_arg < NARGS) {
+		void *ptr = (void *)slot->args[out_arg];
+		switch (COOKIE_OUT(cookie)) {
+		case OUT_U32:
+			bpf_probe_read_user(&e->out, 4, ptr);
+			break;
+		case OUT_U64:
+			bpf_probe_read_user(&e->out, 8, ptr);
+			break;
+		}
+	}
+	slot->start_ns = 0;
+	bpf_ringbuf_submit(e, ringbuf_flags());
+	return 0;
+}
+
+// Kernel launches: entry only, no event. The count, first and last launch
+// times travel on the thread's next event; per-kernel counts stay in a map.
+SEC("uprobe.multi")
+int launch_entry(struct pt_regs *ctx)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	struct thread_state *ts = thread_state(1);
+	if (!ts)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	if (COOKIE_GRAPH(cookie))
+		ts->graph_launches++;
+	else
+		ts->launches++;
+	if (!ts->launch_first_ns)
+		ts->launch_first_ns = now;
+	ts->launch_last_ns = now;
+
+	struct kernel_key key = {.pid = bpf_get_current_pid_tgid() >> 32};
+	// Load both registers before choosing: the verifier rejects a load
+	// through a context pointer the compiler has offset conditionally.
+	__u64 arg0 = PT_REGS_PARM1(ctx), arg1 = PT_REGS_PARM2(ctx);
+	asm volatile("" : "+r"(arg0), "+r"(arg1));
+	key.func = COOKIE_FUNC_ARG(cookie) == 1 ? arg1 : arg0;
+	__u64 *n = bpf_map_lookup_elem(&kernels, &key);
+	if (n) {
+		__sync_fetch_and_add(n, 1);
+		return 0;
+	}
+	__u64 one = 1;
+	if (bpf_map_update_elem(&kernels, &key, &one, BPF_NOEXIST)) {
+		n = bpf_map_lookup_elem(&kernels, &key);
+		if (n)
+			__sync_fetch_and_add(n, 1);
+		else
+			count(STAT_KERNEL_MAP_FULL);
+	}
+	return 0;
+}
+
+// The loader's debugger hook: the set of libraries changed.
+SEC("uprobe.multi")
+int lib_load(struct pt_regs *ctx)
+{
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(STAT_RINGBUF_FULL);
+		return 0;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	__u64 id = bpf_get_current_pid_tgid();
+	e->kind = EV_LIB_LOAD;
+	e->pid = id >> 32;
+	e->tid = (__u32)id;
+	e->start_ns = e->end_ns = bpf_ktime_get_ns();
+	// Wake the reader now: a library was just loaded and waits for probes.
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	return 0;
+}
+
+// An empty program: the benchmarks' baseline for the cost of a bare uprobe.
+SEC("uprobe.multi")
+int bare(struct pt_regs *ctx)
+{
+	return 0;
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/spf13/pflag"
+
+	"github.com/gpuprof/gpuprof/validate"
+)
+
+// compareCmd lines gpuprof's steps up with a job's own log.
+func compareCmd(args []string, stdout, stderr io.Writer) error {
+	fs := pflag.NewFlagSet("compare", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	truthPath := fs.String("truth", "", "the job's own log: one JSON object per step with t_start_ns, t_end_ns and fields in seconds")
+	stepsPath := fs.String("steps", "", "gpuprof's --jsonl output")
+	skip := fs.Int("skip", 5, "leave out truth steps numbered below this (warm-up)")
+	tol := fs.Float64("tolerance", 0.05, "largest relative difference of medians that passes")
+	required := fs.StringSlice("require", []string{"period", "compute_time", "step_time"}, "fields that must pass")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil
+		}
+		return usageErr("%v", err)
+	}
+	if *truthPath == "" || *stepsPath == "" {
+		return usageErr("compare needs --truth FILE and --steps FILE")
+	}
+	truth, err := validate.ReadJSONL(*truthPath)
+	if err != nil {
+		return fmt.Errorf("read truth: %w", err)
+	}
+	ours, err := validate.ReadJSONL(*stepsPath)
+	if err != nil {
+		return fmt.Errorf("read steps: %w", err)
+	}
+	res := validate.Compare(truth, ours, *skip, *tol, *required)
+	fmt.Fprintf(stdout, "steps: gpuprof %d, matched to truth %d, one to one: %v\n", res.Ours, res.Matched, res.OneToOne)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "field\tsteps\ttruth median\tgpuprof median\tdiff\t\t")
+	for _, f := range res.Fields {
+		verdict := ""
+		if f.Required {
+			verdict = "FAIL"
+			if f.Pass {
+				verdict = "ok"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.6g\t%.6g\t%+.1f%%\t%s\t\n", f.Name, f.N, f.Truth, f.Ours, 100*(f.Ours-f.Truth)/f.Truth, verdict)
+	}
+	tw.Flush()
+	if !res.Pass() {
+		return fmt.Errorf("gpuprof's steps do not match the truth within %.0f%%", *tol*100)
+	}
+	return nil
+}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
+
+	"github.com/gpuprof/gpuprof/correlate"
+	"github.com/gpuprof/gpuprof/cudaapi"
+	"github.com/gpuprof/gpuprof/events"
+	"github.com/gpuprof/gpuprof/probes"
+	"github.com/gpuprof/gpuprof/report"
+)
+
+// profileFlags are the flags attach and run share.
+type profileFlags struct {
+	duration   time.Duration
+	jsonl      string
+	record     string
+	boundary   string
+	thread     uint32
+	noLaunches bool
+	quiet      bool
+}
+
+func (f *profileFlags) register(fs *pflag.FlagSet) {
+	fs.DurationVarP(&f.duration, "duration", "d", 0, "stop after this long (0: until the target exits or Ctrl-C)")
+	fs.StringVar(&f.jsonl, "jsonl", "", "write one JSON object per step to this file")
+	fs.StringVar(&f.record, "record", "", "record every event to this trace file (.gz to compress), for gpuprof replay")
+	fs.StringVar(&f.boundary, "step-boundary", "", "the CUDA call whose return ends a step, e.g. cudaStreamSynchronize or cudaMemcpyAsync:h2d (default: found)")
+	fs.Uint32Var(&f.thread, "step-thread", 0, "the thread whose steps to report (default: found)")
+	fs.BoolVar(&f.noLaunches, "no-launches", false, "do not count kernel launches (for launch-bound loops, where a probe on every launch costs several percent)")
+	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no live line")
+}
+
+func (f *profileFlags) correlateConfig() correlate.Config {
+	return correlate.Config{Boundary: f.boundary, Thread: f.thread}
+}
+
+// openSession checks privileges and loads the probes.
+func openSession(f *profileFlags) (*probes.Session, error) {
+	if err := probes.CheckPrivileges(); err != nil {
+		return nil, err
+	}
+	cfg := probes.DefaultConfig()
+	cfg.Launches = !f.noLaunches
+	return probes.Open(cfg)
+}
+
+// profile follows the attached targets until ctx ends, the duration passes
+// or every target exits, then prints the summary.
+func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFlags, stdout, stderr io.Writer) error {
+	corr, err := correlate.New(f.correlateConfig())
+	if err != nil {
+		return err
+	}
+	var jsonl *report.JSONL
+	if f.jsonl != "" {
+		if jsonl, err = report.CreateJSONL(f.jsonl); err != nil {
+			return err
+		}
+		defer jsonl.Close()
+	}
+	var trace *events.TraceWriter
+	if f.record != "" {
+		h := events.TraceHeader{Version: version}
+		for _, p := range pids {
+			h.PIDs = append(h.PIDs, uint32(p))
+		}
+		if trace, err = events.CreateTrace(f.record, h); err != nil {
+			return err
+		}
+		defer trace.Close()
+	}
+	live := report.NewLive(stderr, isTerminal(stderr))
+	if f.quiet {
+		live = report.NewLive(io.Discard, false)
+	}
+	for _, pid := range pids {
+		for _, lp := range sess.Libraries(pid) {
+			noteAttached(live, lp)
+		}
+		if !sess.CUDALoaded(pid) {
+			live.Note(fmt.Sprintf("waiting for PID %d to load a CUDA library (libcudart.so or libcuda.so.1); Ctrl-C to stop", pid))
+		}
+	}
+	if f.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, f.duration)
+		defer cancel()
+	}
+	var writeErr error
+	emit := func(steps []correlate.Step) {
+		for _, s := range steps {
+			live.Step(s)
+			if jsonl != nil && writeErr == nil {
+				writeErr = jsonl.Write(s)
+			}
+		}
+	}
+	start := time.Now()
+	runErr := sess.Run(ctx, func(batch []events.Event, attached []probes.LibraryPlan) {
+		for _, lp := range attached {
+			noteAttached(live, lp)
+		}
+		for i := range batch {
+			if trace != nil && writeErr == nil {
+				writeErr = trace.Write(&batch[i])
+			}
+			emit(corr.Add(&batch[i]))
+		}
+	})
+	emit(corr.Finish())
+	live.End()
+	if errors.Is(runErr, probes.ErrTargetsExited) {
+		fmt.Fprintf(stderr, "gpuprof: %s exited\n", pidList(pids))
+		runErr = nil
+	}
+	writeSummary(stdout, sess, corr, pidList(pids), time.Since(start))
+	return errors.Join(runErr, writeErr)
+}
+
+func noteAttached(live *report.Live, lp probes.LibraryPlan) {
+	if len(lp.Probes) == 0 || lp.Layer == cudaapi.LayerLoader {
+		return
+	}
+	msg := fmt.Sprintf("PID %d: attached %d probes to %s (%s)", lp.PID, len(lp.Probes), lp.File.Path, lp.Layer)
+	if n := len(lp.SingleStepped()); n > 0 {
+		msg += fmt.Sprintf(", %d single-stepped: see gpuprof probes", n)
+	}
+	live.Note(msg)
+}
+
+func writeSummary(w io.Writer, sess *probes.Session, corr *correlate.Correlator, target string, attached time.Duration) {
+	st := sess.Stats()
+	s := report.Summary{Target: target, Attached: attached.Seconds(), Run: corr.Summary(),
+		Loss: report.Loss{Delivered: st.Events, RingbufFull: st.RingbufFull, BadRecords: st.BadRecords,
+			StaleCalls: st.StaleCalls, KernelsFull: st.KernelMapFull}}
+	if kl, err := sess.KernelLaunches(); err == nil {
+		for _, k := range kl {
+			name, ok := corr.KernelName(k.PID, k.Handle)
+			if !ok {
+				name = fmt.Sprintf("kernel %#x (name not seen: loaded before attach)", k.Handle)
+			}
+			s.Kernels = append(s.Kernels, report.Kernel{Name: name, Count: k.Count})
+		}
+	}
+	report.WriteSummary(w, s)
+}
+
+func pidList(pids []int) string {
+	parts := make([]string, len(pids))
+	for i, p := range pids {
+		parts[i] = strconv.Itoa(p)
+	}
+	return "PID " + strings.Join(parts, ", ")
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+
+	"github.com/spf13/pflag"
+)
+
+// runCmd starts a command and attaches to it at once: its executable and
+// loader are mapped when Start returns, so the loader hook sees every CUDA
+// library the command loads, long before its first step.
+func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f profileFlags
+	f.register(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil
+		}
+		return usageErr("%v", err)
+	}
+	if fs.NArg() == 0 {
+		return usageErr("run needs a command: gpuprof run [flags] -- python3 train.py")
+	}
+	sess, err := openSession(&f)
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	cmd := exec.Command(fs.Arg(0), fs.Args()[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	// The job gets Ctrl-C from the terminal itself; gpuprof waits for it
+	// to exit rather than leaving it behind.
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", fs.Arg(0), err)
+	}
+	pid := cmd.Process.Pid
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	if _, err := sess.Attach(pid); err != nil {
+		cmd.Process.Signal(syscall.SIGTERM)
+		<-waited
+		return err
+	}
+	perr := profile(ctx, sess, []int{pid}, &f, stdout, stderr)
+	// Detach before waiting: after --duration the job runs on unprobed.
+	if err := sess.Close(); err != nil {
+		perr = errors.Join(perr, err)
+	}
+	werr := <-waited
+	if perr != nil {
+		return perr
+	}
+	var exit *exec.ExitError
+	if errors.As(werr, &exit) {
+		return exitError{code: exit.ExitCode()}
+	}
+	return werr
+}

@@ -1,0 +1,311 @@
+package correlate
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/gpuprof/gpuprof/cudaapi"
+	"github.com/gpuprof/gpuprof/events"
+)
+
+// Anchor is what ends a step: the return of the last call of a cluster of
+// calls of one kind on one thread, a cluster being such calls with no
+// kernel launched between them (three elapsed-time reads in a row, or two
+// loss.item() syncs, end one step together).
+type Anchor struct {
+	PID, TID uint32
+	Calls    string // which calls, in words
+	Reason   string // why these
+	m        matcher
+	byCalls  bool // no launch counts on this thread: other calls count as work
+}
+
+// token is one call of a thread, reduced to what boundary finding needs.
+type token struct {
+	k    key
+	end  uint64
+	work uint32 // kernel and graph launches the thread made before this call
+}
+
+// threadTokens collects the calls of each thread.
+type threadTokens struct {
+	pid, tid uint32
+	toks     []token
+	elapsed  int // successful elapsed-time reads
+	launches uint64
+}
+
+func collect(items []item) []*threadTokens {
+	byTID := map[uint64]*threadTokens{}
+	var order []*threadTokens
+	for i := range items {
+		e := &items[i].ev
+		if e.Kind != events.KindCall {
+			continue
+		}
+		id := uint64(e.PID)<<32 | uint64(e.TID)
+		tt := byTID[id]
+		if tt == nil {
+			tt = &threadTokens{pid: e.PID, tid: e.TID}
+			byTID[id] = tt
+			order = append(order, tt)
+		}
+		a := e.Desc()
+		k := keyOf(a, e)
+		w := e.Launches + e.GraphLaunches
+		tt.toks = append(tt.toks, token{k: k, end: e.End, work: w})
+		tt.launches += uint64(w)
+		if k.class == cudaapi.ClassElapsed && e.OK() {
+			tt.elapsed++
+		}
+	}
+	return order
+}
+
+// interval is what a thread did between two consecutive boundaries: the
+// work (kernels launched) and which other calls it made.
+type interval struct {
+	work int
+	sig  string // the other calls, as counts per key
+}
+
+// clusters cuts a thread's calls at the matched calls and returns the end of
+// each cluster and the intervals between consecutive cluster ends. Work is
+// the kernels launched; a thread with no launch counts (launch probes off)
+// counts its other calls instead.
+func clusters(toks []token, m matcher, byCalls bool) (ends []uint64, ivs []interval) {
+	since, open := 0, false
+	others := map[key]int{}
+	for _, t := range toks {
+		match := m.match(t.k)
+		w := int(t.work)
+		if byCalls {
+			w = 0
+			if !match {
+				w = 1
+			}
+		}
+		since += w
+		if !match {
+			others[t.k]++
+			continue
+		}
+		if open && since == 0 {
+			ends[len(ends)-1] = t.end
+			continue
+		}
+		if open {
+			ivs = append(ivs, interval{work: since, sig: signature(others)})
+		}
+		clear(others)
+		ends = append(ends, t.end)
+		open, since = true, 0
+	}
+	return ends, ivs
+}
+
+func signature(counts map[key]int) string {
+	keys := make([]key, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].less(keys[j]) })
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%d.%d.%d=%d;", k.class, k.sync, k.dir, counts[k])
+	}
+	return b.String()
+}
+
+// regular reports whether the intervals between boundaries look alike step
+// after step: at least frac of them make the most common set of other calls
+// and launch within tol of the median number of kernels. Comparing the other
+// calls tells a boundary that comes once a step from one that comes twice
+// (an event recorded before and after the forward pass) even when both
+// halves launch as many kernels.
+func regular(ivs []interval, tol, frac float64) (median int, ok bool) {
+	if len(ivs) == 0 {
+		return 0, false
+	}
+	work := make([]int, len(ivs))
+	sigs := map[string]int{}
+	for i, iv := range ivs {
+		work[i] = iv.work
+		sigs[iv.sig]++
+	}
+	modal, best := "", -1
+	for sig, n := range sigs {
+		if n > best || (n == best && sig < modal) {
+			modal, best = sig, n
+		}
+	}
+	slices.Sort(work)
+	median = work[len(work)/2]
+	if median == 0 {
+		return 0, false
+	}
+	limit := max(1, tol*float64(median))
+	in := 0
+	for _, iv := range ivs {
+		if d := float64(iv.work - median); iv.sig == modal && d <= limit && d >= -limit {
+			in++
+		}
+	}
+	return median, float64(in) >= frac*float64(len(ivs))
+}
+
+// tier is how strict the regularity test is. The strict tier is tried
+// first; the loose one only once there is plenty of data, for loops whose
+// launch counts vary from step to step (dynamic shapes).
+type tier struct {
+	tol, frac float64
+	minSpan   uint64 // ns of events needed before this tier is tried
+}
+
+var tiers = []tier{{0.15, 0.85, 0}, {0.5, 0.7, 10e9}}
+
+// fallbackSpan is how much event time passes before threads other than the
+// first-ranked may set the boundary.
+const fallbackSpan = 10e9
+
+type candidate struct {
+	m        matcher
+	n        int // clusters
+	median   int
+	priority int
+}
+
+// learn looks for the step boundary in buffered events.
+func learn(items []item, cfg Config, fixed *matcher) (Anchor, bool) {
+	if len(items) == 0 {
+		return Anchor{}, false
+	}
+	span := items[len(items)-1].ev.End - items[0].ev.End
+	threads := collect(items)
+	if cfg.Thread != 0 {
+		threads = slices.DeleteFunc(threads, func(t *threadTokens) bool { return t.tid != cfg.Thread })
+	}
+	if fixed != nil {
+		return learnFixed(threads, *fixed, cfg)
+	}
+	threads = rank(threads)
+	if len(threads) > 4 {
+		threads = threads[:4]
+	}
+	for _, tr := range tiers {
+		if span < tr.minSpan {
+			continue
+		}
+		// Until there is plenty of data only the first-ranked thread may
+		// set the boundary: a regular background thread (an inference
+		// engine) must not win while the trainer has not yet shown enough
+		// steps.
+		limit := 1
+		if span >= fallbackSpan {
+			limit = len(threads)
+		}
+		for _, th := range threads[:limit] {
+			if c, ok := bestKey(th, cfg, tr); ok {
+				return anchorFor(th, c, tr), true
+			}
+		}
+	}
+	return Anchor{}, false
+}
+
+// rank orders threads by how likely each is the training loop: threads
+// that read CUDA event timings are the loop timing itself; otherwise the
+// thread submitting the most work.
+func rank(threads []*threadTokens) []*threadTokens {
+	sort.SliceStable(threads, func(i, j int) bool {
+		a, b := threads[i], threads[j]
+		if a.elapsed != b.elapsed {
+			return a.elapsed > b.elapsed
+		}
+		if a.launches != b.launches {
+			return a.launches > b.launches
+		}
+		return len(a.toks) > len(b.toks)
+	})
+	return threads
+}
+
+// bestKey picks the boundary among a thread's regular keys: of those that
+// come about as often as the most frequent (once a step, not once every N
+// steps), the one of highest priority.
+func bestKey(th *threadTokens, cfg Config, tr tier) (candidate, bool) {
+	seen := map[key]bool{}
+	var keys []key
+	for _, t := range th.toks {
+		if t.k.canAnchor() && !seen[t.k] {
+			seen[t.k] = true
+			keys = append(keys, t.k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].less(keys[j]) })
+	byCalls := th.launches == 0
+	var regs []candidate
+	for _, k := range keys {
+		m := matcher{key: k}
+		ends, ivs := clusters(th.toks, m, byCalls)
+		// Keys seen too few times still compete, so that a better key that
+		// happens to come later in the step is not beaten by an earlier one
+		// that reached the minimum first; the winner must have it.
+		if len(ivs) < 2 {
+			continue
+		}
+		if med, ok := regular(ivs, tr.tol, tr.frac); ok {
+			regs = append(regs, candidate{m: m, n: len(ends), median: med, priority: k.priority()})
+		}
+	}
+	if len(regs) == 0 {
+		return candidate{}, false
+	}
+	nmax := 0
+	for _, c := range regs {
+		nmax = max(nmax, c.n)
+	}
+	var best candidate
+	found := false
+	for _, c := range regs {
+		if float64(c.n) < 0.7*float64(nmax) {
+			continue
+		}
+		if !found || c.priority > best.priority || (c.priority == best.priority && c.n > best.n) {
+			best, found = c, true
+		}
+	}
+	return best, found && best.n > cfg.LearnMin
+}
+
+func anchorFor(th *threadTokens, c candidate, tr tier) Anchor {
+	unit := "kernel launches"
+	if th.launches == 0 {
+		unit = "other CUDA calls"
+	}
+	loose := ""
+	if tr.tol > tiers[0].tol {
+		loose = "; step shapes vary, matched loosely"
+	}
+	return Anchor{PID: th.pid, TID: th.tid, m: c.m, Calls: c.m.String(), byCalls: th.launches == 0,
+		Reason: fmt.Sprintf("thread %d repeats a %s after every ~%d %s (%d times seen)%s",
+			th.tid, c.m, c.median, unit, c.n, loose)}
+}
+
+func learnFixed(threads []*threadTokens, m matcher, cfg Config) (Anchor, bool) {
+	var best *threadTokens
+	bestN := 0
+	for _, th := range threads {
+		ends, _ := clusters(th.toks, m, th.launches == 0)
+		if len(ends) > bestN {
+			best, bestN = th, len(ends)
+		}
+	}
+	if best == nil || bestN < 3 {
+		return Anchor{}, false
+	}
+	return Anchor{PID: best.pid, TID: best.tid, m: m, Calls: m.String(), byCalls: best.launches == 0,
+		Reason: fmt.Sprintf("--step-boundary; thread %d makes the most of these calls", best.tid)}, true
+}

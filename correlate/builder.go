@@ -1,0 +1,165 @@
+package correlate
+
+import (
+	"slices"
+
+	"github.com/gpuprof/gpuprof/cudaapi"
+)
+
+// builder cuts the anchor thread's calls into steps. A step ends at the
+// return of the last boundary call of a cluster; calls that follow a
+// boundary call with no launch in between wait in limbo: if another
+// boundary call comes before any launch they join the cluster (and this
+// step), otherwise they open the next step.
+type builder struct {
+	anchor     Anchor
+	byCalls    bool // the anchor thread has no launch counts
+	started    bool // a first boundary was seen; steps before it are partial
+	index      int
+	prevEnd    uint64
+	pending    bool
+	pendingEnd uint64
+	cur, limbo []item
+}
+
+func newBuilder(a Anchor) *builder {
+	return &builder{anchor: a, byCalls: a.byCalls}
+}
+
+func (b *builder) add(it *item) []Step {
+	e := &it.ev
+	if e.TID != b.anchor.TID || e.PID != b.anchor.PID {
+		return nil
+	}
+	match := b.anchor.m.match(keyOf(e.Desc(), e))
+	work := e.Launches + e.GraphLaunches
+	if b.byCalls && !match {
+		work = 1
+	}
+	var out []Step
+	if b.pending {
+		if work == 0 {
+			if match {
+				b.cur = append(b.cur, b.limbo...)
+				b.cur = append(b.cur, *it)
+				b.limbo = b.limbo[:0]
+				b.pendingEnd = e.End
+			} else {
+				b.limbo = append(b.limbo, *it)
+			}
+			return nil
+		}
+		out = b.close()
+	}
+	b.cur = append(b.cur, *it)
+	if match {
+		b.pending, b.pendingEnd = true, e.End
+	}
+	return out
+}
+
+// finish closes a step whose boundary was seen; a partial step after the
+// last boundary is dropped.
+func (b *builder) finish() []Step {
+	if !b.pending {
+		return nil
+	}
+	return b.close()
+}
+
+func (b *builder) close() []Step {
+	var out []Step
+	if b.started {
+		out = append(out, b.measure())
+		b.index++
+	}
+	b.started = true
+	b.prevEnd = b.pendingEnd
+	b.cur = append(b.cur[:0], b.limbo...)
+	b.limbo = b.limbo[:0]
+	b.pending = false
+	return out
+}
+
+// measure turns the current step's calls into a Step.
+func (b *builder) measure() Step {
+	s := Step{Index: b.index, PID: b.anchor.PID, TID: b.anchor.TID, StartNS: b.prevEnd, EndNS: b.pendingEnd}
+	s.StepTime = seconds(s.EndNS - s.StartNS)
+	var readings []item
+	var firstLaunch, lastSyncAfter uint64
+	for i := range b.cur {
+		it := &b.cur[i]
+		e := &it.ev
+		a := e.Desc()
+		s.Launches += int(e.Launches)
+		s.GraphLaunches += int(e.GraphLaunches)
+		if e.Launches+e.GraphLaunches > 0 && (firstLaunch == 0 || e.LaunchFirst < firstLaunch) {
+			firstLaunch = e.LaunchFirst
+		}
+		switch a.Class {
+		case cudaapi.ClassSync:
+			s.Syncs++
+			s.SyncTime += seconds(e.Duration())
+			if firstLaunch != 0 && e.Start >= firstLaunch {
+				lastSyncAfter = e.End
+			}
+		case cudaapi.ClassCopy:
+			s.Copies++
+			s.CopyTime += seconds(e.Duration())
+			addCopy(&s, e.Dir(), e.Bytes())
+		case cudaapi.ClassAlloc:
+			if e.OK() {
+				s.AllocBytes += e.Bytes()
+			}
+		case cudaapi.ClassFree:
+			s.FreeBytes += it.freed
+		case cudaapi.ClassElapsed:
+			if e.OK() {
+				readings = append(readings, *it)
+			}
+		}
+	}
+	s.Readings = len(readings)
+	switch {
+	case len(readings) > 0:
+		s.ComputeTime, s.ComputeSource = outermost(readings), ComputeEvents
+	case lastSyncAfter != 0:
+		s.ComputeTime, s.ComputeSource = seconds(lastSyncAfter-firstLaunch), ComputeDerived
+	}
+	return s
+}
+
+// outermost sums the readings that no other reading of the step contains,
+// so that a loop timing forward, backward and the whole step counts the
+// whole step once, and one timing forward and backward apart counts both.
+// Readings whose events' record times are unknown count on their own.
+func outermost(rs []item) float64 {
+	slices.SortStableFunc(rs, func(a, b item) int {
+		la, lb := a.span[1]-a.span[0], b.span[1]-b.span[0]
+		switch {
+		case la > lb:
+			return -1
+		case la < lb:
+			return 1
+		}
+		return 0
+	})
+	total := 0.0
+	for i, r := range rs {
+		known := r.span[0] != 0 && r.span[1] != 0 && r.span[1] >= r.span[0]
+		inside := false
+		for j := 0; j < i && known; j++ {
+			o := rs[j].span
+			if o[0] != 0 && o[1] >= o[0] && o[0] <= r.span[0] && r.span[1] <= o[1] {
+				inside = true
+				break
+			}
+		}
+		if !inside {
+			total += r.ev.ElapsedMS() / 1e3
+		}
+	}
+	return total
+}
+
+func seconds(ns uint64) float64 { return float64(ns) / 1e9 }

@@ -1,0 +1,253 @@
+package correlate
+
+import (
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// pytorchStep writes one step shaped like spec_pipeline's trainer: fetch
+// data, copy it in, record, launch forward/backward/optimizer, record,
+// loss.item(), read the elapsed time.
+func pytorchStep(t testing.TB, th *thread, dataNS, computeNS uint64, launches int, readElapsed bool) {
+	th.idle(dataNS / 2)
+	for range 4 {
+		th.call(t, "cudaMemcpyAsync", 20*us, 0xa000, 0xb000, 4<<20, 1, 0x55)
+		th.idle(dataNS / 8)
+	}
+	th.launch(1, 5*us) // cat
+	th.call(t, "cudaEventRecordWithFlags", 3*us, 0xe1, 0x55)
+	th.launch(launches, 8*us)
+	th.call(t, "cudaEventRecordWithFlags", 3*us, 0xe2, 0x55)
+	th.call(t, "cudaMemcpyAsync", 10*us, 0xc000, 0xd000, 4, 2, 0x55)
+	// loss.item() waits for the GPU to finish the step's work.
+	th.call(t, "cudaStreamSynchronize", computeNS-uint64(launches)*8*us, 0x55)
+	if readElapsed {
+		th.elapsed(t, float32(computeNS)/1e6, 0xe1, 0xe2)
+	}
+	th.idle(50 * us) // logging
+}
+
+func within(t *testing.T, what string, got, want, rel float64) {
+	t.Helper()
+	if math.Abs(got-want) > rel*want {
+		t.Errorf("%s = %.6f, want %.6f ±%.0f%%", what, got, want, rel*100)
+	}
+}
+
+func TestElapsedReadingsAnchorSteps(t *testing.T) {
+	tr := newThread(100, 101, 0)
+	for range 40 {
+		pytorchStep(t, tr, 4*ms, 6*ms, 50, true)
+	}
+	c, steps := run(t, Config{}, merge(tr, engine(t, 102, tr.t), engine(t, 103, tr.t)))
+	a, ok := c.Anchor()
+	if !ok || a.TID != 101 || !strings.Contains(a.Calls, "elapsed") {
+		t.Fatalf("anchor = %+v, want elapsed reads on 101", a)
+	}
+	// The first boundary opens step 0, so 40 iterations give 39 steps.
+	if len(steps) != 39 {
+		t.Fatalf("got %d steps, want 39", len(steps))
+	}
+	period := float64(tr.t) / 40 / 1e9
+	for _, s := range steps[1:] {
+		within(t, "step_time", s.StepTime, period, 0.001)
+		within(t, "compute_time", s.ComputeTime, 0.006, 0.001)
+		if s.ComputeSource != ComputeEvents || s.Launches != 51 || s.H2DBytes != 16<<20 || s.D2HBytes != 4 || s.Syncs != 1 {
+			t.Fatalf("step %+v", s)
+		}
+	}
+	for i, s := range steps {
+		if s.Index != i || (i > 0 && s.StartNS != steps[i-1].EndNS) {
+			t.Fatalf("steps not contiguous at %d: %+v", i, s)
+		}
+	}
+}
+
+func TestDerivedComputeWithoutReadings(t *testing.T) {
+	tr := newThread(100, 101, 0)
+	for range 30 {
+		pytorchStep(t, tr, 2*ms, 5*ms, 40, false)
+	}
+	c, steps := run(t, Config{}, tr.evs)
+	a, _ := c.Anchor()
+	if !strings.Contains(a.Calls, "stream sync") {
+		t.Fatalf("anchor %q, want the stream sync", a.Calls)
+	}
+	if len(steps) != 29 {
+		t.Fatalf("got %d steps", len(steps))
+	}
+	for _, s := range steps {
+		if s.ComputeSource != ComputeDerived {
+			t.Fatalf("source %q", s.ComputeSource)
+		}
+		// From the cat launch to the end of the sync: record, launches,
+		// record, the loss copy and the sync.
+		within(t, "derived compute", s.ComputeTime, 0.005+0.000021, 0.01)
+	}
+}
+
+func TestFinestRegularBoundaryWins(t *testing.T) {
+	// loss.item() only every 10th step; the input copy happens every step.
+	tr := newThread(100, 101, 0)
+	for i := range 80 {
+		tr.idle(2 * ms)
+		tr.call(t, "cudaMemcpyAsync", 20*us, 0xa000, 0xb000, 1<<20, 1, 0)
+		tr.launch(60, 10*us)
+		if i%10 == 9 {
+			tr.call(t, "cudaMemcpyAsync", 10*us, 0xc000, 0xd000, 4, 2, 0)
+			tr.call(t, "cudaStreamSynchronize", 2*ms, 0)
+		}
+	}
+	c, steps := run(t, Config{}, tr.evs)
+	a, _ := c.Anchor()
+	if a.Calls != "h2d copy" {
+		t.Fatalf("anchor %q, want h2d copy", a.Calls)
+	}
+	if len(steps) < 75 {
+		t.Fatalf("got %d steps, want ~79", len(steps))
+	}
+}
+
+func TestNestedReadingsCountOnce(t *testing.T) {
+	tr := newThread(100, 101, 0)
+	for range 20 {
+		tr.idle(ms)
+		tr.call(t, "cudaEventRecord", 2*us, 0x1, 0)
+		tr.launch(20, 10*us)
+		tr.call(t, "cudaEventRecord", 2*us, 0x2, 0)
+		tr.launch(20, 10*us)
+		tr.call(t, "cudaEventRecord", 2*us, 0x3, 0)
+		tr.call(t, "cudaStreamSynchronize", 3*ms, 0)
+		tr.elapsed(t, 1.5, 0x1, 0x2) // forward
+		tr.elapsed(t, 2.0, 0x2, 0x3) // backward
+		tr.elapsed(t, 3.5, 0x1, 0x3) // whole step, contains both
+	}
+	_, steps := run(t, Config{}, tr.evs)
+	if len(steps) == 0 {
+		t.Fatal("no steps")
+	}
+	for _, s := range steps {
+		if s.Readings != 3 {
+			t.Fatalf("readings %d, want the three of one step", s.Readings)
+		}
+		within(t, "compute_time", s.ComputeTime, 0.0035, 1e-6)
+	}
+}
+
+func TestTwoItemCallsEndOneStep(t *testing.T) {
+	tr := newThread(100, 101, 0)
+	for range 25 {
+		tr.idle(ms)
+		tr.call(t, "cudaMemcpyAsync", 20*us, 0xa000, 0xb000, 1<<20, 1, 0)
+		tr.launch(30, 10*us)
+		for range 2 { // loss.item(), acc.item()
+			tr.call(t, "cudaMemcpyAsync", 5*us, 0xc000, 0xd000, 4, 2, 0)
+			tr.call(t, "cudaStreamSynchronize", ms, 0)
+		}
+	}
+	c, steps := run(t, Config{}, tr.evs)
+	a, _ := c.Anchor()
+	if a.Calls != "stream sync" || len(steps) != 24 {
+		t.Fatalf("anchor %q with %d steps, want stream sync with 24", a.Calls, len(steps))
+	}
+	for _, s := range steps {
+		if s.Syncs != 2 {
+			t.Fatalf("step has %d syncs, want both", s.Syncs)
+		}
+	}
+}
+
+func TestConfiguredBoundary(t *testing.T) {
+	tr := newThread(100, 101, 0)
+	for range 20 {
+		pytorchStep(t, tr, 2*ms, 4*ms, 30, true)
+	}
+	c, steps := run(t, Config{Boundary: "cuStreamSynchronize"}, tr.evs)
+	a, _ := c.Anchor()
+	if a.Calls != "stream sync" || len(steps) != 19 {
+		t.Fatalf("anchor %q, %d steps", a.Calls, len(steps))
+	}
+	// The elapsed read after the sync now opens the next step; its reading
+	// still gives compute time there.
+	if steps[5].ComputeSource != ComputeEvents {
+		t.Fatalf("source %q", steps[5].ComputeSource)
+	}
+	if _, err := New(Config{Boundary: "cuLaunchKernel"}); err == nil {
+		t.Error("a launch as boundary was accepted")
+	}
+	if _, err := New(Config{Boundary: "nonsense"}); err == nil || !strings.Contains(err.Error(), "gpuprof probes") {
+		t.Errorf("bad name error = %v", err)
+	}
+	if _, err := New(Config{Boundary: "cudaMemcpyAsync:sideways"}); err == nil {
+		t.Error("bad direction accepted")
+	}
+	if _, err := New(Config{Boundary: "cudaMemcpyAsync:d2h"}); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestWithoutLaunchCounts(t *testing.T) {
+	tr := newThread(100, 101, 0)
+	for range 20 {
+		pytorchStep(t, tr, 2*ms, 4*ms, 30, true)
+	}
+	for i := range tr.evs {
+		tr.evs[i].Launches, tr.evs[i].LaunchFirst, tr.evs[i].LaunchLast = 0, 0, 0
+	}
+	c, steps := run(t, Config{}, tr.evs)
+	a, ok := c.Anchor()
+	if !ok || !strings.Contains(a.Calls, "elapsed") || len(steps) != 19 {
+		t.Fatalf("anchor %+v, %d steps", a, len(steps))
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	tr := newThread(100, 101, 0)
+	for range 30 {
+		pytorchStep(t, tr, 3*ms, 5*ms, 45, true)
+	}
+	evs := merge(tr, engine(t, 102, tr.t), engine(t, 103, tr.t))
+	_, a := run(t, Config{}, evs)
+	_, b := run(t, Config{}, evs)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("same events gave different steps")
+	}
+}
+
+func TestIrregularStepsMatchLoosely(t *testing.T) {
+	// Dynamic shapes: the number of kernels varies ±30% step to step.
+	tr := newThread(100, 101, 0)
+	for i := range 400 {
+		tr.idle(ms)
+		tr.launch(70+(i*37)%60, 10*us)
+		tr.call(t, "cudaMemcpyAsync", 5*us, 0xc000, 0xd000, 4, 2, 0)
+		tr.call(t, "cudaStreamSynchronize", 30*ms, 0)
+	}
+	c, steps := run(t, Config{}, tr.evs)
+	a, ok := c.Anchor()
+	if !ok || !strings.Contains(a.Reason, "loosely") {
+		t.Fatalf("anchor %+v", a)
+	}
+	if len(steps) < 390 {
+		t.Fatalf("got %d steps", len(steps))
+	}
+}
+
+func TestNoStepsFromNoise(t *testing.T) {
+	// Random-ish calls with no repeating structure never make steps.
+	tr := newThread(100, 101, 0)
+	names := []string{"cudaStreamSynchronize", "cudaMemcpyAsync", "cudaEventRecord"}
+	x := uint64(1)
+	for range 500 {
+		x = x*6364136223846793005 + 1442695040888963407
+		tr.launch(int(x>>60), 10*us)
+		tr.call(t, names[(x>>33)%3], 100*us, 0, 0, 64, 1)
+		tr.idle((x >> 40) % (3 * ms))
+	}
+	_, steps := run(t, Config{}, tr.evs)
+	if len(steps) != 0 {
+		t.Fatalf("noise gave %d steps", len(steps))
+	}
+}

@@ -1,0 +1,244 @@
+package correlate
+
+import (
+	"github.com/gpuprof/gpuprof/cudaapi"
+	"github.com/gpuprof/gpuprof/events"
+)
+
+// Config says how steps are found.
+type Config struct {
+	// Boundary names the call whose return ends a step (NAME or NAME:DIR for
+	// a copy). Empty: found from the calls' repeating pattern.
+	Boundary string
+	// Thread is the thread whose steps are reported. 0: found.
+	Thread uint32
+	// LearnMin is how many steps the boundary must have repeated for before
+	// steps are reported. 0 means 6.
+	LearnMin int
+	// MaxBuffer bounds the events held while the boundary is not yet known.
+	// 0 means 1<<20.
+	MaxBuffer int
+}
+
+// learnEvery is how much event time passes between attempts to find the
+// boundary.
+const learnEvery = 250e6
+
+// minLearnSpan is how much event time is seen before a first boundary is
+// chosen while events keep coming.
+const minLearnSpan = 2e9
+
+// The boundary is reviewed every reviewEvery of event time over the last
+// reviewWindow: a job whose training loop starts after its inference
+// engines (or moves to another thread) gets its boundary moved to the loop.
+const (
+	reviewEvery  = 2e9
+	reviewWindow = 5e9
+)
+
+// item is an event with what was known about it when it arrived.
+type item struct {
+	ev    events.Event
+	freed uint64    // bytes a free released
+	span  [2]uint64 // record times of an elapsed read's start and end events
+}
+
+type handle struct {
+	pid uint32
+	h   uint64
+}
+
+// Correlator cuts events into steps. Add events in time order.
+type Correlator struct {
+	cfg     Config
+	fixed   *matcher
+	buf     []item
+	lastTry uint64
+	lastLen int
+	b       *builder
+
+	window     []item // recent events, for reviewing the boundary
+	lastReview uint64
+
+	records map[handle]uint64 // event handle -> return time of its last record
+	allocs  map[handle]uint64 // pointer -> bytes
+	names   map[handle]string // kernel handle -> name
+	sum     summaryAcc
+}
+
+// New returns a Correlator, or an error for a bad boundary name.
+func New(cfg Config) (*Correlator, error) {
+	if cfg.LearnMin <= 0 {
+		cfg.LearnMin = 6
+	}
+	if cfg.MaxBuffer <= 0 {
+		cfg.MaxBuffer = 1 << 20
+	}
+	c := &Correlator{cfg: cfg, records: map[handle]uint64{}, allocs: map[handle]uint64{},
+		names: map[handle]string{}, sum: newSummaryAcc()}
+	if cfg.Boundary != "" {
+		m, err := parseBoundary(cfg.Boundary)
+		if err != nil {
+			return nil, err
+		}
+		c.fixed = &m
+	}
+	return c, nil
+}
+
+// Anchor returns the step boundary in use, once found.
+func (c *Correlator) Anchor() (Anchor, bool) {
+	if c.b == nil {
+		return Anchor{}, false
+	}
+	return c.b.anchor, true
+}
+
+// Add takes the next event and returns the steps it completed.
+func (c *Correlator) Add(e *events.Event) []Step {
+	switch e.Kind {
+	case events.KindKernelName:
+		c.addName(e)
+		return nil
+	case events.KindCall:
+	default:
+		return nil
+	}
+	it := item{ev: *e}
+	a := e.Desc()
+	c.sum.addEvent(e, a)
+	switch a.Class {
+	case cudaapi.ClassRecord:
+		c.records[handle{e.PID, e.Handle()}] = e.End
+	case cudaapi.ClassElapsed:
+		it.span = [2]uint64{c.records[handle{e.PID, e.Handle()}], c.records[handle{e.PID, e.Second()}]}
+	case cudaapi.ClassAlloc:
+		if e.OK() && e.Out != 0 {
+			c.allocs[handle{e.PID, e.Out}] = e.Bytes()
+		}
+	case cudaapi.ClassFree:
+		h := handle{e.PID, e.Handle()}
+		it.freed = c.allocs[h]
+		delete(c.allocs, h)
+	}
+	if c.b != nil {
+		steps := c.b.add(&it)
+		if c.cfg.Thread == 0 {
+			steps = append(steps, c.review(&it)...)
+		}
+		return c.emit(steps)
+	}
+	c.buf = append(c.buf, it)
+	if len(c.buf) > c.cfg.MaxBuffer {
+		c.buf = append(c.buf[:0], c.buf[len(c.buf)/2:]...)
+	}
+	// The first decision waits for minLearnSpan of events so that every
+	// thread of a job starting up has been seen; then attempts come every
+	// learnEvery of event time, or once the buffer has doubled.
+	if e.End < c.buf[0].ev.End+minLearnSpan {
+		return nil
+	}
+	if e.End < c.lastTry+learnEvery && len(c.buf) < max(64, 2*c.lastLen) {
+		return nil
+	}
+	return c.emit(c.tryLearn())
+}
+
+func (c *Correlator) tryLearn() []Step {
+	c.lastTry, c.lastLen = c.buf[len(c.buf)-1].ev.End, len(c.buf)
+	anchor, ok := learn(c.buf, c.cfg, c.fixed)
+	if !ok {
+		return nil
+	}
+	c.b = newBuilder(anchor)
+	var steps []Step
+	for i := range c.buf {
+		steps = append(steps, c.b.add(&c.buf[i])...)
+	}
+	c.window = append(c.window[:0], c.buf...)
+	c.lastReview = c.lastTry
+	c.buf = nil
+	return steps
+}
+
+// review moves the boundary to another thread when, over the recent
+// window, that thread is clearly the training loop and the current one is
+// not: it reads CUDA event timings and the current one does not, or it
+// launches at least twice the kernels. Steps already reported stay;
+// numbering continues.
+func (c *Correlator) review(it *item) []Step {
+	c.window = append(c.window, *it)
+	now := it.ev.End
+	if now < c.lastReview+reviewEvery {
+		return nil
+	}
+	c.lastReview = now
+	cut := 0
+	for cut < len(c.window) && c.window[cut].ev.End+reviewWindow < now {
+		cut++
+	}
+	c.window = append(c.window[:0], c.window[cut:]...)
+	threads := rank(collect(c.window))
+	if len(threads) == 0 || threads[0].tid == c.b.anchor.TID {
+		return nil
+	}
+	top, cur := threads[0], &threadTokens{}
+	for _, th := range threads {
+		if th.tid == c.b.anchor.TID {
+			cur = th
+		}
+	}
+	if !(top.elapsed > 0 && cur.elapsed == 0) && top.launches < 2*max(cur.launches, 1) {
+		return nil
+	}
+	cfg := c.cfg
+	cfg.Thread = top.tid
+	anchor, ok := learn(c.window, cfg, c.fixed)
+	if !ok {
+		return nil
+	}
+	steps := c.b.finish()
+	nb := newBuilder(anchor)
+	nb.index = c.b.index
+	c.b = nb
+	for i := range c.window {
+		steps = append(steps, nb.add(&c.window[i])...)
+	}
+	return steps
+}
+
+// Finish closes the last step, if its boundary was seen.
+func (c *Correlator) Finish() []Step {
+	var steps []Step
+	if c.b == nil && len(c.buf) > 0 {
+		steps = c.tryLearn()
+	}
+	if c.b != nil {
+		steps = append(steps, c.b.finish()...)
+	}
+	return c.emit(steps)
+}
+
+func (c *Correlator) emit(steps []Step) []Step {
+	for i := range steps {
+		c.sum.addStep(&steps[i])
+	}
+	return steps
+}
+
+func (c *Correlator) addName(e *events.Event) {
+	if e.Name != "" {
+		c.names[handle{e.PID, e.Out}] = e.Name
+		return
+	}
+	// cuKernelGetFunction: the function is the kernel of that name.
+	if n, ok := c.names[handle{e.PID, e.Args[1]}]; ok {
+		c.names[handle{e.PID, e.Out}] = n
+	}
+}
+
+// KernelName returns the name a kernel handle was looked up by, if seen.
+func (c *Correlator) KernelName(pid uint32, h uint64) (string, bool) {
+	n, ok := c.names[handle{pid, h}]
+	return n, ok
+}

@@ -1,0 +1,110 @@
+package correlate
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/gpuprof/gpuprof/cudaapi"
+	"github.com/gpuprof/gpuprof/events"
+)
+
+// thread writes the calls of one simulated thread on a virtual clock.
+type thread struct {
+	t        uint64
+	pid, tid uint32
+	evs      []events.Event
+	launches uint32
+	first    uint64
+	last     uint64
+}
+
+func newThread(pid, tid uint32, start uint64) *thread {
+	return &thread{t: start, pid: pid, tid: tid}
+}
+
+func (th *thread) idle(ns uint64) { th.t += ns }
+
+// launch makes n launches, each taking `each` ns of host time.
+func (th *thread) launch(n int, each uint64) {
+	for range n {
+		if th.launches == 0 {
+			th.first = th.t
+		}
+		th.launches++
+		th.last = th.t
+		th.t += each
+	}
+}
+
+// call makes one CUDA call lasting dur ns with the given arguments.
+func (th *thread) call(t testing.TB, name string, dur uint64, args ...uint64) *events.Event {
+	t.Helper()
+	a, ok := cudaapi.ByName(name)
+	if !ok {
+		t.Fatalf("unknown API %s", name)
+	}
+	e := events.Event{Kind: events.KindCall, API: a.ID, PID: th.pid, TID: th.tid, Start: th.t, End: th.t + dur,
+		Launches: th.launches, LaunchFirst: th.first, LaunchLast: th.last}
+	copy(e.Args[:], args)
+	th.launches, th.first, th.last = 0, 0, 0
+	th.t += dur
+	th.evs = append(th.evs, e)
+	return &th.evs[len(th.evs)-1]
+}
+
+// elapsed reads ms between two events.
+func (th *thread) elapsed(t testing.TB, ms float32, start, end uint64) {
+	e := th.call(t, "cudaEventElapsedTime", 2000, 0x7ff0, start, end)
+	e.Out = uint64(math.Float32bits(ms))
+}
+
+// merge interleaves threads' events in return-time order, as the reader does.
+func merge(ths ...*thread) []events.Event {
+	var all []events.Event
+	for _, th := range ths {
+		all = append(all, th.evs...)
+	}
+	slices.SortStableFunc(all, func(a, b events.Event) int {
+		switch {
+		case a.End < b.End:
+			return -1
+		case a.End > b.End:
+			return 1
+		}
+		return 0
+	})
+	return all
+}
+
+func run(t testing.TB, cfg Config, evs []events.Event) (*Correlator, []Step) {
+	t.Helper()
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []Step
+	for i := range evs {
+		steps = append(steps, c.Add(&evs[i])...)
+	}
+	steps = append(steps, c.Finish()...)
+	return c, steps
+}
+
+const (
+	ms = uint64(1e6)
+	us = uint64(1e3)
+)
+
+// engine adds a background thread that launches and syncs on its own
+// rhythm, like an inference engine thread in the same process.
+func engine(t testing.TB, tid uint32, until uint64) *thread {
+	th := newThread(100, tid, 0)
+	for th.t < until {
+		th.launch(7, 5*us)
+		th.call(t, "cudaMemcpyAsync", 30*us, 0xd000, 0xe000, 4<<20, 2, 0x77)
+		th.call(t, "cudaStreamSynchronize", 900*us, 0x77)
+		th.idle(3 * ms)
+	}
+	return th
+}

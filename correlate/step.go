@@ -1,0 +1,61 @@
+package correlate
+
+import "github.com/gpuprof/gpuprof/cudaapi"
+
+// ComputeSource says where a step's compute time came from.
+type ComputeSource string
+
+const (
+	// ComputeEvents: the application's own cudaEventElapsedTime readings.
+	ComputeEvents ComputeSource = "cuda_events"
+	// ComputeDerived: from the first launch of the step to the return of
+	// the last host sync after it; the GPU time the step's work took if the
+	// GPU was idle when the step began.
+	ComputeDerived ComputeSource = "derived"
+	// ComputeNone: no readings and no sync to bound the work.
+	ComputeNone ComputeSource = ""
+)
+
+// Step is one training step of the step thread. Times are in seconds,
+// instants in CLOCK_MONOTONIC nanoseconds.
+type Step struct {
+	Index    int     `json:"step"`
+	PID      uint32  `json:"pid"`
+	TID      uint32  `json:"tid"`
+	StartNS  uint64  `json:"t_start_ns"` // the previous boundary
+	EndNS    uint64  `json:"t_end_ns"`   // this boundary
+	StepTime float64 `json:"step_time"`
+
+	ComputeTime   float64       `json:"compute_time"`
+	ComputeSource ComputeSource `json:"compute_source"`
+	Readings      int           `json:"elapsed_readings"`
+
+	SyncTime float64 `json:"sync_time"` // host blocked in synchronisations
+	Syncs    int     `json:"syncs"`
+
+	Launches      int `json:"launches"`
+	GraphLaunches int `json:"graph_launches"`
+
+	CopyTime       float64 `json:"copy_time"` // host time inside copy calls
+	Copies         int     `json:"copies"`
+	H2DBytes       uint64  `json:"h2d_bytes"`
+	D2HBytes       uint64  `json:"d2h_bytes"`
+	D2DBytes       uint64  `json:"d2d_bytes"`
+	OtherCopyBytes uint64  `json:"other_copy_bytes"` // default direction or host-to-host
+
+	AllocBytes uint64 `json:"alloc_bytes"`
+	FreeBytes  uint64 `json:"free_bytes"`
+}
+
+func addCopy(s *Step, dir cudaapi.Dir, n uint64) {
+	switch dir {
+	case cudaapi.DirHtoD:
+		s.H2DBytes += n
+	case cudaapi.DirDtoH:
+		s.D2HBytes += n
+	case cudaapi.DirDtoD:
+		s.D2DBytes += n
+	default:
+		s.OtherCopyBytes += n
+	}
+}

@@ -1,0 +1,156 @@
+package correlate
+
+import (
+	"slices"
+	"sort"
+
+	"github.com/gpuprof/gpuprof/cudaapi"
+	"github.com/gpuprof/gpuprof/events"
+)
+
+// Dist summarises one per-step quantity.
+type Dist struct {
+	N                   int
+	Mean, P10, P50, P90 float64
+}
+
+func dist(xs []float64) Dist {
+	if len(xs) == 0 {
+		return Dist{}
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	sum := 0.0
+	for _, x := range s {
+		sum += x
+	}
+	q := func(p float64) float64 { return s[int(p*float64(len(s)-1)+0.5)] }
+	return Dist{N: len(s), Mean: sum / float64(len(s)), P10: q(0.1), P50: q(0.5), P90: q(0.9)}
+}
+
+// ThreadTotals is what one thread did over the whole run.
+type ThreadTotals struct {
+	PID, TID      uint32
+	Launches      uint64
+	GraphLaunches uint64
+	Calls         uint64
+	Syncs         uint64
+	SyncTime      float64
+	Copies        uint64
+	H2DBytes      uint64
+	D2HBytes      uint64
+	ElapsedReads  uint64
+	AllocBytes    uint64
+}
+
+// Summary is the whole run.
+type Summary struct {
+	Anchor        *Anchor
+	Steps         int
+	StepTime      Dist
+	ComputeTime   Dist
+	ComputeSource ComputeSource // the most common source
+	SyncTime      Dist
+	Launches      Dist
+	H2DBytes      Dist
+	D2HBytes      Dist
+	Threads       []ThreadTotals // most launches first
+	FirstNS       uint64
+	LastNS        uint64
+	Events        uint64
+}
+
+type summaryAcc struct {
+	threads  map[uint64]*ThreadTotals
+	first    uint64
+	last     uint64
+	events   uint64
+	steps    int
+	stepT    []float64
+	computeT []float64
+	syncT    []float64
+	launches []float64
+	h2d, d2h []float64
+	sources  map[ComputeSource]int
+}
+
+func newSummaryAcc() summaryAcc {
+	return summaryAcc{threads: map[uint64]*ThreadTotals{}, sources: map[ComputeSource]int{}}
+}
+
+func (s *summaryAcc) addEvent(e *events.Event, a cudaapi.API) {
+	s.events++
+	if s.first == 0 || e.Start < s.first {
+		s.first = e.Start
+	}
+	s.last = max(s.last, e.End)
+	id := uint64(e.PID)<<32 | uint64(e.TID)
+	t := s.threads[id]
+	if t == nil {
+		t = &ThreadTotals{PID: e.PID, TID: e.TID}
+		s.threads[id] = t
+	}
+	t.Calls++
+	t.Launches += uint64(e.Launches)
+	t.GraphLaunches += uint64(e.GraphLaunches)
+	switch a.Class {
+	case cudaapi.ClassSync:
+		t.Syncs++
+		t.SyncTime += seconds(e.Duration())
+	case cudaapi.ClassCopy:
+		t.Copies++
+		switch e.Dir() {
+		case cudaapi.DirHtoD:
+			t.H2DBytes += e.Bytes()
+		case cudaapi.DirDtoH:
+			t.D2HBytes += e.Bytes()
+		}
+	case cudaapi.ClassElapsed:
+		t.ElapsedReads++
+	case cudaapi.ClassAlloc:
+		if e.OK() {
+			t.AllocBytes += e.Bytes()
+		}
+	}
+}
+
+func (s *summaryAcc) addStep(st *Step) {
+	s.steps++
+	s.stepT = append(s.stepT, st.StepTime)
+	if st.ComputeSource != ComputeNone {
+		s.computeT = append(s.computeT, st.ComputeTime)
+	}
+	s.sources[st.ComputeSource]++
+	s.syncT = append(s.syncT, st.SyncTime)
+	s.launches = append(s.launches, float64(st.Launches+st.GraphLaunches))
+	s.h2d = append(s.h2d, float64(st.H2DBytes))
+	s.d2h = append(s.d2h, float64(st.D2HBytes))
+}
+
+// Summary returns the run so far.
+func (c *Correlator) Summary() Summary {
+	s := &c.sum
+	out := Summary{Steps: s.steps, StepTime: dist(s.stepT), ComputeTime: dist(s.computeT),
+		SyncTime: dist(s.syncT), Launches: dist(s.launches), H2DBytes: dist(s.h2d),
+		D2HBytes: dist(s.d2h), FirstNS: s.first, LastNS: s.last, Events: s.events}
+	if a, ok := c.Anchor(); ok {
+		out.Anchor = &a
+	}
+	best := -1
+	for src, n := range s.sources {
+		if n > best || (n == best && src < out.ComputeSource) {
+			out.ComputeSource, best = src, n
+		}
+	}
+	for _, t := range s.threads {
+		out.Threads = append(out.Threads, *t)
+	}
+	sort.Slice(out.Threads, func(i, j int) bool {
+		a, b := out.Threads[i], out.Threads[j]
+		if a.Launches != b.Launches {
+			return a.Launches > b.Launches
+		}
+		return a.TID < b.TID
+	})
+	return out
+}

@@ -1,0 +1,87 @@
+package events
+
+import (
+	"math"
+
+	"github.com/gpuprof/gpuprof/cudaapi"
+)
+
+// Kind is what an Event reports.
+type Kind uint8
+
+const (
+	KindCall       Kind = 1 // a CUDA call returned
+	KindKernelName Kind = 2 // a kernel handle was looked up by name
+	KindLibLoad    Kind = 3 // the loader changed the set of libraries
+)
+
+// Event is one observation from the target. Times are CLOCK_MONOTONIC
+// nanoseconds (bpf_ktime_get_ns), the clock of Python's time.monotonic_ns.
+type Event struct {
+	Kind  Kind
+	API   uint16 // cudaapi ID
+	PID   uint32 // thread group (process) ID
+	TID   uint32 // thread ID
+	Start uint64 // entry time
+	End   uint64 // return time
+
+	// Kernel launches this thread made since its previous event, counted in
+	// the kernel at the driver layer, with the first and last launch times.
+	Launches      uint32
+	GraphLaunches uint32
+	LaunchFirst   uint64
+	LaunchLast    uint64
+
+	Args [5]uint64 // the first five integer arguments at entry
+	Ret  uint64    // the return value (a CUresult / cudaError_t)
+	Out  uint64    // a value read through an output pointer at return
+
+	Name string // kernel name, for KindKernelName
+}
+
+// Desc returns the description of the event's entry point.
+func (e *Event) Desc() cudaapi.API {
+	a, _ := cudaapi.ByID(e.API)
+	return a
+}
+
+// Duration is the time spent inside the call, in nanoseconds.
+func (e *Event) Duration() uint64 {
+	if e.End < e.Start {
+		return 0
+	}
+	return e.End - e.Start
+}
+
+// OK reports whether the call returned success (cudaSuccess / CUDA_SUCCESS).
+func (e *Event) OK() bool { return uint32(e.Ret) == 0 }
+
+// ElapsedMS is the float an elapsed-time call wrote for the application.
+func (e *Event) ElapsedMS() float64 {
+	return float64(math.Float32frombits(uint32(e.Out)))
+}
+
+// Bytes is the byte count of a copy or allocation.
+func (e *Event) Bytes() uint64 {
+	return cudaapi.Arg(e.Args, e.Desc().BytesArg)
+}
+
+// Dir is the direction of a copy.
+func (e *Event) Dir() cudaapi.Dir {
+	return e.Desc().CopyDir(e.Args)
+}
+
+// Handle is the event, stream or pointer the call is about.
+func (e *Event) Handle() uint64 {
+	return cudaapi.Arg(e.Args, e.Desc().HandleArg)
+}
+
+// Second is the end event of an elapsed-time reading.
+func (e *Event) Second() uint64 {
+	return cudaapi.Arg(e.Args, e.Desc().SecondArg)
+}
+
+// Stream is the stream argument, 0 for the legacy default stream.
+func (e *Event) Stream() uint64 {
+	return cudaapi.Arg(e.Args, e.Desc().StreamArg)
+}

@@ -1,0 +1,148 @@
+package events
+
+import (
+	"bufio"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/gpuprof/gpuprof/cudaapi"
+)
+
+// A trace is a file of events, one JSON object a line after a header line,
+// gzip-compressed when its name ends in ".gz". Entry points are stored by
+// name, so a trace outlives changes to the cudaapi table.
+
+// TraceHeader is the first line of a trace.
+type TraceHeader struct {
+	Format  string   `json:"format"` // always "gpuprof-trace/1"
+	Version string   `json:"gpuprof_version"`
+	PIDs    []uint32 `json:"pids"`
+	Note    string   `json:"note,omitempty"`
+}
+
+const traceFormat = "gpuprof-trace/1"
+
+type traceLine struct {
+	Kind          string    `json:"k"`
+	API           string    `json:"api,omitempty"`
+	PID           uint32    `json:"pid"`
+	TID           uint32    `json:"tid"`
+	Start         uint64    `json:"s,omitempty"`
+	End           uint64    `json:"e"`
+	Launches      uint32    `json:"l,omitempty"`
+	GraphLaunches uint32    `json:"g,omitempty"`
+	LaunchFirst   uint64    `json:"lf,omitempty"`
+	LaunchLast    uint64    `json:"ll,omitempty"`
+	Args          [5]uint64 `json:"a"`
+	Ret           uint64    `json:"r,omitempty"`
+	Out           uint64    `json:"o,omitempty"`
+	Name          string    `json:"n,omitempty"`
+}
+
+var kindNames = map[Kind]string{KindCall: "call", KindKernelName: "kernel_name", KindLibLoad: "lib_load"}
+
+// TraceWriter writes events to a trace file.
+type TraceWriter struct {
+	f   *os.File
+	gz  *gzip.Writer
+	buf *bufio.Writer
+	enc *json.Encoder
+}
+
+// CreateTrace creates path and writes the header.
+func CreateTrace(path string, h TraceHeader) (*TraceWriter, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("create trace: %w", err)
+	}
+	w := &TraceWriter{f: f}
+	var out io.Writer = f
+	if strings.HasSuffix(path, ".gz") {
+		w.gz = gzip.NewWriter(f)
+		out = w.gz
+	}
+	w.buf = bufio.NewWriterSize(out, 1<<16)
+	w.enc = json.NewEncoder(w.buf)
+	h.Format = traceFormat
+	if err := w.enc.Encode(h); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("write trace header: %w", err)
+	}
+	return w, nil
+}
+
+// Write appends one event.
+func (w *TraceWriter) Write(e *Event) error {
+	l := traceLine{Kind: kindNames[e.Kind], PID: e.PID, TID: e.TID, Start: e.Start, End: e.End,
+		Launches: e.Launches, GraphLaunches: e.GraphLaunches, LaunchFirst: e.LaunchFirst,
+		LaunchLast: e.LaunchLast, Args: e.Args, Ret: e.Ret, Out: e.Out, Name: e.Name}
+	if a, ok := cudaapi.ByID(e.API); ok {
+		l.API = a.Name
+	}
+	return w.enc.Encode(&l)
+}
+
+// Close flushes and closes the file.
+func (w *TraceWriter) Close() error {
+	err := w.buf.Flush()
+	if w.gz != nil {
+		err = errors.Join(err, w.gz.Close())
+	}
+	return errors.Join(err, w.f.Close())
+}
+
+// ReadTrace reads a whole trace. Events naming an entry point this build does
+// not know are skipped and counted.
+func ReadTrace(path string) (TraceHeader, []Event, int, error) {
+	var h TraceHeader
+	f, err := os.Open(path)
+	if err != nil {
+		return h, nil, 0, fmt.Errorf("open trace: %w", err)
+	}
+	defer f.Close()
+	var in io.Reader = f
+	if strings.HasSuffix(path, ".gz") {
+		gz, err := gzip.NewReader(f)
+		if err != nil {
+			return h, nil, 0, fmt.Errorf("read trace %s: %w", path, err)
+		}
+		defer gz.Close()
+		in = gz
+	}
+	dec := json.NewDecoder(bufio.NewReaderSize(in, 1<<16))
+	if err := dec.Decode(&h); err != nil || h.Format != traceFormat {
+		return h, nil, 0, fmt.Errorf("read trace %s: not a gpuprof trace (header %q)", path, h.Format)
+	}
+	kinds := map[string]Kind{}
+	for k, v := range kindNames {
+		kinds[v] = k
+	}
+	var evs []Event
+	unknown := 0
+	for {
+		var l traceLine
+		if err := dec.Decode(&l); err == io.EOF {
+			break
+		} else if err != nil {
+			return h, evs, unknown, fmt.Errorf("read trace %s: event %d: %w", path, len(evs)+1, err)
+		}
+		e := Event{Kind: kinds[l.Kind], PID: l.PID, TID: l.TID, Start: l.Start, End: l.End,
+			Launches: l.Launches, GraphLaunches: l.GraphLaunches, LaunchFirst: l.LaunchFirst,
+			LaunchLast: l.LaunchLast, Args: l.Args, Ret: l.Ret, Out: l.Out, Name: l.Name}
+		if l.API != "" {
+			a, ok := cudaapi.ByName(l.API)
+			if !ok {
+				unknown++
+				continue
+			}
+			e.API = a.ID
+		}
+		evs = append(evs, e)
+	}
+	return h, evs, unknown, nil
+}

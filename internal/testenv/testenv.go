@@ -1,0 +1,57 @@
+// Package testenv gives tests what they need from the machine: root for
+// real uprobes, and the C fixtures in testdata/ built. A test that cannot
+// run here skips loudly with the reason; with GPUPROF_REQUIRE_INTEGRATION=1
+// (set by CI) it fails instead, so CI cannot pass by skipping.
+package testenv
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+)
+
+// Skip skips, or fails when integration tests are required.
+func Skip(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("GPUPROF_REQUIRE_INTEGRATION") == "1" {
+		t.Fatalf("SKIP not allowed (GPUPROF_REQUIRE_INTEGRATION=1): "+format, args...)
+	}
+	t.Skipf("SKIP: "+format, args...)
+}
+
+// RequireRoot skips unless the test runs as root, which loading BPF
+// programs and attaching uprobes to other processes needs.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		Skip(t, "needs root to load BPF programs and attach uprobes (run make test as root)")
+	}
+}
+
+// Root is the repository root.
+func Root() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+var buildOnce sync.Once
+var buildErr error
+var buildOut []byte
+
+// Fixtures builds the C fixtures (stand-in CUDA libraries, demo trainer,
+// hitloop) once and returns the directory holding them.
+func Fixtures(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Join(Root(), "testdata")
+	buildOnce.Do(func() {
+		cmd := exec.Command("make", "-s", "-C", dir)
+		buildOut, buildErr = cmd.CombinedOutput()
+	})
+	if buildErr != nil {
+		t.Fatalf("build testdata fixtures (make -C testdata): %v\n%s", buildErr, buildOut)
+	}
+	return filepath.Join(dir, "build")
+}

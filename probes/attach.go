@@ -1,0 +1,87 @@
+package probes
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/gpuprof/gpuprof/bpf"
+)
+
+// attachPlan attaches every probe of a plan to pid with one uprobe_multi
+// link per BPF program, so that a library costs a handful of links rather
+// than one per symbol (closing a single uprobe link takes ~75-100 ms). On
+// error the links made so far are closed: no half-attached library.
+func attachPlan(objs *bpf.Objects, pid int, lp LibraryPlan) ([]link.Link, error) {
+	type group struct {
+		addrs, cookies []uint64
+	}
+	groups := map[Program]*group{}
+	for _, p := range lp.Probes {
+		for _, prog := range p.Programs() {
+			g := groups[prog]
+			if g == nil {
+				g = &group{}
+				groups[prog] = g
+			}
+			g.addrs = append(g.addrs, p.Address())
+			g.cookies = append(g.cookies, p.Cookie())
+		}
+	}
+	if len(groups) == 0 {
+		return nil, nil
+	}
+	ex, err := link.OpenExecutable(lp.File.HostPath)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", lp.File.Path, err)
+	}
+	var links []link.Link
+	undo := func(err error) ([]link.Link, error) {
+		for _, l := range links {
+			l.Close()
+		}
+		return nil, err
+	}
+	for _, prog := range []Program{ProgEntry, ProgReturn, ProgLaunch, ProgLibLoad} {
+		g := groups[prog]
+		if g == nil {
+			continue
+		}
+		opts := &link.UprobeMultiOptions{Addresses: g.addrs, Cookies: g.cookies, PID: uint32(pid)}
+		var l link.Link
+		switch prog {
+		case ProgEntry:
+			l, err = ex.UprobeMulti(nil, objs.ApiEntry, opts)
+		case ProgReturn:
+			l, err = ex.UretprobeMulti(nil, objs.ApiReturn, opts)
+		case ProgLaunch:
+			l, err = ex.UprobeMulti(nil, objs.LaunchEntry, opts)
+		case ProgLibLoad:
+			l, err = ex.UprobeMulti(nil, objs.LibLoad, opts)
+		}
+		if err != nil {
+			if errors.Is(err, ebpf.ErrNotSupported) {
+				err = fmt.Errorf("%w: gpuprof needs uprobe_multi links (Linux 6.6 or newer)", err)
+			}
+			return undo(fmt.Errorf("attach %s probes to %s in PID %d: %w", prog, lp.File.Path, pid, err))
+		}
+		links = append(links, l)
+	}
+	return links, nil
+}
+
+// AttachBare attaches the empty program at the given file offsets of path,
+// for measuring what a bare uprobe costs.
+func AttachBare(objs *bpf.Objects, path string, pid int, offsets []uint64) (link.Link, error) {
+	ex, err := link.OpenExecutable(path)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	l, err := ex.UprobeMulti(nil, objs.Bare, &link.UprobeMultiOptions{Addresses: offsets, PID: uint32(pid)})
+	if err != nil {
+		return nil, fmt.Errorf("attach bare probe to %s: %w", path, err)
+	}
+	return l, nil
+}

@@ -1,0 +1,60 @@
+package probes
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/gpuprof/gpuprof/bpf"
+	"github.com/gpuprof/gpuprof/events"
+)
+
+var (
+	callSize = binary.Size(bpf.Event{})
+	nameSize = binary.Size(bpf.NameEvent{})
+)
+
+// decodeRecord turns one ring buffer record into an event.
+func decodeRecord(raw []byte, ev *events.Event) error {
+	if len(raw) == 0 {
+		return fmt.Errorf("decode record: empty")
+	}
+	switch raw[0] {
+	case bpf.KindCall, bpf.KindLibLoad:
+		if len(raw) < callSize {
+			return fmt.Errorf("decode record: %d bytes, want %d", len(raw), callSize)
+		}
+		var r bpf.Event
+		if _, err := binary.Decode(raw, binary.LittleEndian, &r); err != nil {
+			return fmt.Errorf("decode record: %w", err)
+		}
+		*ev = events.Event{Kind: events.Kind(r.Kind), API: r.Api, PID: r.Pid, TID: r.Tid,
+			Start: r.StartNs, End: r.EndNs, Launches: r.Launches, GraphLaunches: r.GraphLaunches,
+			LaunchFirst: r.LaunchFirstNs, LaunchLast: r.LaunchLastNs, Args: r.Args, Ret: r.Ret, Out: r.Out}
+	case bpf.KindKernelName:
+		if len(raw) < nameSize {
+			return fmt.Errorf("decode record: %d bytes, want %d", len(raw), nameSize)
+		}
+		var r bpf.NameEvent
+		if _, err := binary.Decode(raw, binary.LittleEndian, &r); err != nil {
+			return fmt.Errorf("decode record: %w", err)
+		}
+		*ev = events.Event{Kind: events.KindKernelName, API: r.Api, PID: r.Pid, TID: r.Tid,
+			Start: r.TsNs, End: r.TsNs, Out: r.Handle, Name: cString(r.Name[:])}
+		ev.Args[1] = r.Arg
+	default:
+		return fmt.Errorf("decode record: unknown kind %d", raw[0])
+	}
+	return nil
+}
+
+func cString(b []int8) string {
+	n := 0
+	for n < len(b) && b[n] != 0 {
+		n++
+	}
+	out := make([]byte, n)
+	for i := range out {
+		out[i] = byte(b[i])
+	}
+	return string(out)
+}

@@ -1,0 +1,140 @@
+package probes
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/gpuprof/gpuprof/cudaapi"
+)
+
+// Program names which BPF program a probe runs.
+type Program uint8
+
+const (
+	ProgEntry   Program = iota + 1 // api_entry: saves arguments
+	ProgReturn                     // api_return: emits the event
+	ProgLaunch                     // launch_entry: counts
+	ProgLibLoad                    // lib_load: notifies
+)
+
+func (p Program) String() string {
+	return [...]string{"", "entry", "return", "launch-count", "lib-load"}[p]
+}
+
+// Probe is one entry point in one library, placed.
+type Probe struct {
+	API       cudaapi.API
+	Symbol    Symbol
+	Placement Placement
+}
+
+// Address is the file offset the probe goes at.
+func (p Probe) Address() uint64 { return p.Symbol.FileOffset + p.Placement.Offset }
+
+// Programs are the BPF programs this probe needs.
+func (p Probe) Programs() []Program {
+	switch p.API.Class {
+	case cudaapi.ClassLaunch, cudaapi.ClassGraphLaunch:
+		return []Program{ProgLaunch}
+	case cudaapi.ClassLibLoad:
+		return []Program{ProgLibLoad}
+	}
+	return []Program{ProgEntry, ProgReturn}
+}
+
+// Cookie is the attach cookie the BPF programs decode (gpuprof.bpf.c).
+func (p Probe) Cookie() uint64 {
+	a := p.API
+	c := uint64(a.ID) | uint64(a.Layer)<<16 | uint64(a.Out)<<20
+	if a.OutArg != cudaapi.NoArg {
+		c |= uint64(a.OutArg) << 24
+	} else {
+		c |= 0xf << 24
+	}
+	if a.FuncArg > 0 {
+		c |= uint64(a.FuncArg) << 28
+	}
+	if a.NameArg != cudaapi.NoArg {
+		c |= uint64(a.NameArg+1) << 32
+	}
+	if a.Class == cudaapi.ClassGraphLaunch {
+		c |= 1 << 40
+	}
+	if a.Class == cudaapi.ClassKernelName && a.NameArg == cudaapi.NoArg {
+		// cuKernelGetFunction: a name event with no name, mapping a
+		// function back to the kernel whose name was seen.
+		c |= 0xf << 32
+	}
+	return c
+}
+
+// LibraryPlan is what gpuprof would attach in one mapped file.
+type LibraryPlan struct {
+	PID     int
+	File    MappedFile
+	Layer   cudaapi.Layer
+	Probes  []Probe
+	Missing []string // entry points of this layer the file does not define
+}
+
+// SingleStepped lists the probes the kernel must single-step.
+func (lp LibraryPlan) SingleStepped() []Probe {
+	var out []Probe
+	for _, p := range lp.Probes {
+		if !p.Placement.Emulated {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Options select which probes a plan includes.
+type Options struct {
+	// Launches counts kernel launches. In a launch-bound loop even the
+	// cheapest probe on every launch costs several percent (FACTS.md §3), so
+	// users of such loops can turn it off.
+	Launches bool
+}
+
+// PlanFile decides the probes for one mapped file. Files that are not a
+// CUDA runtime, driver or the dynamic loader get an empty plan.
+func PlanFile(f MappedFile, opts Options) (LibraryPlan, error) {
+	lp := LibraryPlan{File: f, Layer: cudaapi.LayerOf(f.Base())}
+	if lp.Layer == cudaapi.LayerNone {
+		return lp, nil
+	}
+	wanted := map[string]cudaapi.API{}
+	for _, a := range cudaapi.All() {
+		if a.Layer != lp.Layer {
+			continue
+		}
+		if !opts.Launches && (a.Class == cudaapi.ClassLaunch || a.Class == cudaapi.ClassGraphLaunch) {
+			continue
+		}
+		wanted[a.Name] = a
+	}
+	syms, err := ReadSymbols(f.HostPath, func(name string) bool { _, ok := wanted[name]; return ok })
+	if err != nil {
+		return lp, fmt.Errorf("plan probes for %s: %w", f.Path, err)
+	}
+	seen := map[uint64]bool{}
+	for _, a := range cudaapi.All() {
+		name := a.Name
+		if _, ok := wanted[name]; !ok {
+			continue
+		}
+		s, ok := syms[name]
+		if !ok {
+			lp.Missing = append(lp.Missing, name)
+			continue
+		}
+		p := Probe{API: a, Symbol: s, Placement: Place(s.Code)}
+		if seen[p.Address()] {
+			continue // an alias of a symbol already planned
+		}
+		seen[p.Address()] = true
+		lp.Probes = append(lp.Probes, p)
+	}
+	sort.Strings(lp.Missing)
+	return lp, nil
+}

@@ -1,0 +1,385 @@
+package probes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+
+	"github.com/gpuprof/gpuprof/bpf"
+	"github.com/gpuprof/gpuprof/cudaapi"
+	"github.com/gpuprof/gpuprof/events"
+)
+
+// Config configures a Session.
+type Config struct {
+	ProcRoot string        // "/proc" unless testing
+	Poll     time.Duration // how often the ring buffer is drained
+	Rescan   time.Duration // how often maps are re-read even without a loader notice
+	Options
+	Log *slog.Logger
+}
+
+// DefaultConfig is what gpuprof attach uses.
+func DefaultConfig() Config {
+	return Config{ProcRoot: "/proc", Poll: 20 * time.Millisecond, Rescan: time.Second,
+		Options: Options{Launches: true}, Log: slog.Default()}
+}
+
+// Session holds the loaded BPF objects and everything attached to targets.
+type Session struct {
+	cfg    Config
+	objs   *bpf.Objects
+	reader *ringbuf.Reader
+
+	mu      sync.Mutex
+	targets map[int]*target
+	stats   Stats
+	closed  bool
+}
+
+type target struct {
+	pid       int
+	pidfd     int
+	libs      map[string]*attachedLib // by file key
+	lastScan  time.Time
+	exited    bool
+	cudaReady bool
+}
+
+type attachedLib struct {
+	plan  LibraryPlan
+	links []link.Link
+}
+
+// Stats counts what was lost or odd on the way from the probes.
+type Stats struct {
+	RingbufFull   uint64 // events dropped because the ring buffer was full
+	KernelMapFull uint64 // launches not counted per kernel: too many kernels
+	StaleCalls    uint64 // calls whose return was never seen
+	NoThreadState uint64 // probe hits with no per-thread state
+	BadRecords    uint64 // records the reader could not decode
+	Events        uint64 // events delivered
+}
+
+// Lost is the number of events or counts that did not make it.
+func (s Stats) Lost() uint64 { return s.RingbufFull + s.BadRecords }
+
+// Open loads the BPF programs and maps and opens the ring buffer.
+func Open(cfg Config) (*Session, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	size, err := bpf.RingbufSize()
+	if err != nil {
+		return nil, err
+	}
+	objs, err := bpf.Load(uint64(size) / 4)
+	if err != nil {
+		return nil, err
+	}
+	rd, err := ringbuf.NewReader(objs.Events)
+	if err != nil {
+		objs.Close()
+		return nil, fmt.Errorf("open ring buffer: %w", err)
+	}
+	return &Session{cfg: cfg, objs: objs, reader: rd, targets: map[int]*target{}}, nil
+}
+
+// Objects exposes the loaded programs (for benchmarks).
+func (s *Session) Objects() *bpf.Objects { return s.objs }
+
+// Attach starts following pid: the loader hook, and every CUDA library it
+// has mapped. Libraries it maps later are attached as they appear.
+func (s *Session) Attach(pid int) ([]LibraryPlan, error) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return nil, fmt.Errorf("no process with PID %d", pid)
+		}
+		return nil, fmt.Errorf("open PID %d: %w", pid, err)
+	}
+	t := &target{pid: pid, pidfd: fd, libs: map[string]*attachedLib{}}
+	s.mu.Lock()
+	s.targets[pid] = t
+	s.mu.Unlock()
+	return s.scan(t)
+}
+
+// CUDALoaded reports whether pid has a CUDA runtime or driver attached.
+func (s *Session) CUDALoaded(pid int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.targets[pid]
+	return t != nil && t.cudaReady
+}
+
+// Libraries lists the plans attached to pid.
+func (s *Session) Libraries(pid int) []LibraryPlan {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []LibraryPlan
+	if t := s.targets[pid]; t != nil {
+		for _, l := range t.libs {
+			out = append(out, l.plan)
+		}
+	}
+	slices.SortFunc(out, func(a, b LibraryPlan) int { return int(a.Layer) - int(b.Layer) })
+	return out
+}
+
+// scan reads pid's maps and attaches to every CUDA or loader file not yet
+// attached. It returns the plans it attached.
+func (s *Session) scan(t *target) ([]LibraryPlan, error) {
+	t.lastScan = time.Now()
+	files, err := ExecutableFiles(s.cfg.ProcRoot, t.pid)
+	if err != nil {
+		if _, statErr := os.Stat(fmt.Sprintf("%s/%d", s.cfg.ProcRoot, t.pid)); statErr != nil {
+			return nil, fmt.Errorf("no process with PID %d", t.pid)
+		}
+		return nil, err
+	}
+	var added []LibraryPlan
+	for _, f := range files {
+		if cudaapi.LayerOf(f.Base()) == cudaapi.LayerNone {
+			continue
+		}
+		s.mu.Lock()
+		_, done := t.libs[f.Key()]
+		s.mu.Unlock()
+		if done {
+			continue
+		}
+		lp, err := PlanFile(f, s.cfg.Options)
+		if err != nil {
+			return added, err
+		}
+		lp.PID = t.pid
+		links, err := attachPlan(s.objs, t.pid, lp)
+		if err != nil {
+			return added, err
+		}
+		s.mu.Lock()
+		t.libs[f.Key()] = &attachedLib{plan: lp, links: links}
+		if lp.Layer == cudaapi.LayerRuntime || lp.Layer == cudaapi.LayerDriver {
+			t.cudaReady = true
+		}
+		s.mu.Unlock()
+		added = append(added, lp)
+		s.cfg.Log.Debug("attached", "pid", t.pid, "file", f.Path, "probes", len(lp.Probes))
+	}
+	return added, nil
+}
+
+// Sink receives batches of events in End-time order; the slice is reused
+// after Sink returns. attached reports libraries attached since the last
+// batch.
+type Sink func(batch []events.Event, attached []LibraryPlan)
+
+// ErrTargetsExited is returned by Run when every target process has exited.
+var ErrTargetsExited = errors.New("every target process exited")
+
+// Run drains the ring buffer every Poll interval until ctx is done or all
+// targets have exited, re-reading the targets' maps when the loader reports
+// a change and every Rescan interval.
+func (s *Session) Run(ctx context.Context, sink Sink) error {
+	var rec ringbuf.Record
+	var batch []events.Event
+	for {
+		batch = batch[:0]
+		rescan := false
+		s.reader.SetDeadline(time.Now().Add(s.cfg.Poll))
+		for {
+			err := s.reader.ReadInto(&rec)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("read ring buffer: %w", err)
+			}
+			var ev events.Event
+			if err := decodeRecord(rec.RawSample, &ev); err != nil {
+				s.stats.BadRecords++
+				continue
+			}
+			batch = append(batch, ev)
+			if ev.Kind == events.KindLibLoad {
+				// Attach to the new library now, not at the end of the poll
+				// interval: the process is running on into it.
+				rescan = true
+				break
+			}
+			if len(batch) >= 1<<14 {
+				break // keep batches bounded under a burst
+			}
+		}
+		slices.SortStableFunc(batch, func(a, b events.Event) int {
+			switch {
+			case a.End < b.End:
+				return -1
+			case a.End > b.End:
+				return 1
+			}
+			return 0
+		})
+		attached := s.rescan(rescan)
+		s.stats.Events += uint64(len(batch))
+		if len(batch) > 0 || len(attached) > 0 {
+			sink(batch, attached)
+		}
+		if s.allExited() {
+			return ErrTargetsExited
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+func (s *Session) rescan(force bool) []LibraryPlan {
+	var added []LibraryPlan
+	s.mu.Lock()
+	ts := make([]*target, 0, len(s.targets))
+	for _, t := range s.targets {
+		ts = append(ts, t)
+	}
+	s.mu.Unlock()
+	for _, t := range ts {
+		if t.exited || (!force && time.Since(t.lastScan) < s.cfg.Rescan) {
+			continue
+		}
+		plans, err := s.scan(t)
+		if err != nil && !t.exited {
+			s.cfg.Log.Warn("rescan failed", "pid", t.pid, "err", err)
+		}
+		added = append(added, plans...)
+	}
+	return added
+}
+
+// allExited polls the targets' pidfds, which become readable on exit.
+func (s *Session) allExited() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.targets) == 0 {
+		return false
+	}
+	all := true
+	for _, t := range s.targets {
+		if !t.exited {
+			fds := []unix.PollFd{{Fd: int32(t.pidfd), Events: unix.POLLIN}}
+			if n, err := unix.Poll(fds, 0); err == nil && n > 0 {
+				t.exited = true
+			}
+		}
+		all = all && t.exited
+	}
+	return all
+}
+
+// Stats returns the loss counters, summed over CPUs.
+func (s *Session) Stats() Stats {
+	st := s.stats
+	var vals []uint64
+	for i := uint32(0); i < bpf.NumStats; i++ {
+		if err := s.objs.Stats.Lookup(i, &vals); err != nil {
+			continue
+		}
+		var sum uint64
+		for _, v := range vals {
+			sum += v
+		}
+		switch i {
+		case bpf.StatRingbufFull:
+			st.RingbufFull = sum
+		case bpf.StatKernelMapFull:
+			st.KernelMapFull = sum
+		case bpf.StatStaleCall:
+			st.StaleCalls = sum
+		case bpf.StatNoThreadState:
+			st.NoThreadState = sum
+		}
+	}
+	return st
+}
+
+// KernelLaunch is a launch count for one kernel handle in one process.
+type KernelLaunch struct {
+	PID    uint32
+	Handle uint64
+	Count  uint64
+}
+
+// KernelLaunches reads the per-kernel launch counts.
+func (s *Session) KernelLaunches() ([]KernelLaunch, error) {
+	var out []KernelLaunch
+	var k bpf.KernelKey
+	var v uint64
+	it := s.objs.Kernels.Iterate()
+	for it.Next(&k, &v) {
+		out = append(out, KernelLaunch{PID: k.Pid, Handle: k.Func, Count: v})
+	}
+	if err := it.Err(); err != nil {
+		return out, fmt.Errorf("read kernel launch counts: %w", err)
+	}
+	slices.SortFunc(out, func(a, b KernelLaunch) int {
+		if a.Count != b.Count {
+			if a.Count > b.Count {
+				return -1
+			}
+			return 1
+		}
+		return int(a.Handle>>1) - int(b.Handle>>1)
+	})
+	return out, nil
+}
+
+// Detach removes every probe from pid; the process carries on as before.
+func (s *Session) Detach(pid int) error {
+	s.mu.Lock()
+	t := s.targets[pid]
+	delete(s.targets, pid)
+	s.mu.Unlock()
+	if t == nil {
+		return nil
+	}
+	var errs []error
+	for _, l := range t.libs {
+		for _, ln := range l.links {
+			errs = append(errs, ln.Close())
+		}
+	}
+	unix.Close(t.pidfd)
+	return errors.Join(errs...)
+}
+
+// Close detaches from every target and frees the BPF objects. Only the
+// first call does anything.
+func (s *Session) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var errs []error
+	errs = append(errs, s.reader.Close())
+	s.mu.Lock()
+	pids := make([]int, 0, len(s.targets))
+	for pid := range s.targets {
+		pids = append(pids, pid)
+	}
+	s.mu.Unlock()
+	for _, pid := range pids {
+		errs = append(errs, s.Detach(pid))
+	}
+	errs = append(errs, s.objs.Close())
+	return errors.Join(errs...)
+}
+

@@ -1,0 +1,56 @@
+package report
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/gpuprof/gpuprof/correlate"
+)
+
+// stepRecord is one line of --jsonl. Field names follow the workloads'
+// ground-truth files (step, t_start_ns, t_end_ns, step_time, compute_time,
+// ... in seconds) so the two can be compared line by line. compute_time is
+// absent, not zero, when nothing measured it.
+type stepRecord struct {
+	correlate.Step
+	ComputeTime *float64 `json:"compute_time,omitempty"`
+}
+
+// JSONL writes one JSON object per step.
+type JSONL struct {
+	f   *os.File
+	buf *bufio.Writer
+	enc *json.Encoder
+}
+
+// CreateJSONL creates (or truncates) path.
+func CreateJSONL(path string) (*JSONL, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", path, err)
+	}
+	buf := bufio.NewWriter(f)
+	return &JSONL{f: f, buf: buf, enc: json.NewEncoder(buf)}, nil
+}
+
+// Write appends a step. Lines are flushed per step so a reader following
+// the file sees whole steps.
+func (j *JSONL) Write(s correlate.Step) error {
+	r := stepRecord{Step: s}
+	if s.ComputeSource != correlate.ComputeNone {
+		ct := s.ComputeTime
+		r.ComputeTime = &ct
+	}
+	if err := j.enc.Encode(r); err != nil {
+		return fmt.Errorf("write step: %w", err)
+	}
+	return j.buf.Flush()
+}
+
+// Close flushes and closes the file.
+func (j *JSONL) Close() error {
+	return errors.Join(j.buf.Flush(), j.f.Close())
+}

@@ -1,0 +1,99 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/gpuprof/gpuprof/correlate"
+)
+
+// Live shows one line per step: rewritten in place on a terminal, at most
+// once a second otherwise (so logs stay readable).
+type Live struct {
+	w        io.Writer
+	tty      bool
+	last     time.Time
+	lastLen  int
+	window   []uint64 // recent step ends, for the step rate
+	pending  string
+	Interval time.Duration // minimum time between lines when not a terminal
+}
+
+// NewLive writes to w; tty says whether w is a terminal.
+func NewLive(w io.Writer, tty bool) *Live {
+	return &Live{w: w, tty: tty, Interval: time.Second}
+}
+
+// Line formats a step like the seed's progress bar:
+//
+//	step 812 | step 18.6ms compute 2.91ms (events) sync 2.1ms | 51 launches h2d 16.0MiB d2h 4B | 53.7 steps/s
+func Line(s correlate.Step, rate float64) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "step %d | step %s", s.Index, Duration(s.StepTime))
+	switch s.ComputeSource {
+	case correlate.ComputeEvents:
+		fmt.Fprintf(&b, " compute %s (events)", Duration(s.ComputeTime))
+	case correlate.ComputeDerived:
+		fmt.Fprintf(&b, " compute %s (derived)", Duration(s.ComputeTime))
+	}
+	fmt.Fprintf(&b, " sync %s | %d launches", Duration(s.SyncTime), s.Launches+s.GraphLaunches)
+	if s.H2DBytes > 0 {
+		fmt.Fprintf(&b, " h2d %s", Bytes(float64(s.H2DBytes)))
+	}
+	if s.D2HBytes > 0 {
+		fmt.Fprintf(&b, " d2h %s", Bytes(float64(s.D2HBytes)))
+	}
+	if rate > 0 {
+		fmt.Fprintf(&b, " | %.1f steps/s", rate)
+	}
+	return b.String()
+}
+
+// Step shows a new step.
+func (l *Live) Step(s correlate.Step) {
+	l.window = append(l.window, s.EndNS)
+	if len(l.window) > 20 {
+		l.window = l.window[1:]
+	}
+	rate := 0.0
+	if n := len(l.window); n > 1 {
+		rate = float64(n-1) / (float64(l.window[n-1]-l.window[0]) / 1e9)
+	}
+	line := Line(s, rate)
+	now := time.Now()
+	if !l.tty {
+		l.pending = line
+		if now.Sub(l.last) < l.Interval {
+			return
+		}
+		fmt.Fprintln(l.w, line)
+		l.pending, l.last = "", now
+		return
+	}
+	fmt.Fprintf(l.w, "\r%s\x1b[K", line)
+	l.lastLen = len(line)
+}
+
+// Note prints a message without disturbing the live line.
+func (l *Live) Note(msg string) {
+	if l.tty && l.lastLen > 0 {
+		fmt.Fprintf(l.w, "\r\x1b[K%s\n", msg)
+		l.lastLen = 0
+		return
+	}
+	fmt.Fprintln(l.w, msg)
+}
+
+// End finishes the live line so later output starts on a fresh line.
+func (l *Live) End() {
+	if l.tty && l.lastLen > 0 {
+		fmt.Fprintln(l.w)
+		l.lastLen = 0
+	}
+	if !l.tty && l.pending != "" {
+		fmt.Fprintln(l.w, l.pending)
+		l.pending = ""
+	}
+}

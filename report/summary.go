@@ -1,0 +1,102 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/gpuprof/gpuprof/correlate"
+)
+
+// Kernel is a launch count for a kernel, named where its name was seen.
+type Kernel struct {
+	Name  string
+	Count uint64
+}
+
+// Loss is what was lost between the probes and gpuprof.
+type Loss struct {
+	Delivered   uint64
+	RingbufFull uint64
+	BadRecords  uint64
+	StaleCalls  uint64
+	KernelsFull uint64
+}
+
+// Summary is what WriteSummary prints.
+type Summary struct {
+	Target   string // "PID 1234 (python3)"
+	Attached float64
+	Run      correlate.Summary
+	Kernels  []Kernel // most launched first
+	Loss     Loss
+}
+
+// WriteSummary prints the end-of-run summary.
+func WriteSummary(w io.Writer, s Summary) {
+	r := s.Run
+	fmt.Fprintf(w, "gpuprof: %s, attached %s, %d steps\n", s.Target, Duration(s.Attached), r.Steps)
+	if r.Anchor != nil {
+		fmt.Fprintf(w, "step boundary: %s on thread %d (%s)\n", r.Anchor.Calls, r.Anchor.TID, r.Anchor.Reason)
+	} else {
+		fmt.Fprintln(w, "step boundary: not found: no CUDA call repeated once a step on any thread; name one with --step-boundary")
+	}
+	if r.Steps > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "\tmedian\tp10\tp90\tmean\t")
+		row := func(name string, d correlate.Dist, f func(float64) string) {
+			if d.N == 0 {
+				return
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", name, f(d.P50), f(d.P10), f(d.P90), f(d.Mean))
+		}
+		count := func(x float64) string { return fmt.Sprintf("%.0f", x) }
+		bytes := func(x float64) string { return Bytes(x) }
+		row("step_time", r.StepTime, Duration)
+		row("compute_time ("+computeLabel(r.ComputeSource)+")", r.ComputeTime, Duration)
+		row("sync_time", r.SyncTime, Duration)
+		row("launches/step", r.Launches, count)
+		row("h2d/step", r.H2DBytes, bytes)
+		row("d2h/step", r.D2HBytes, bytes)
+		tw.Flush()
+	}
+	if len(r.Threads) > 0 {
+		fmt.Fprintln(w, "threads:")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "pid\ttid\tlaunches\tcalls\tsyncs\tsync time\th2d\td2h\t")
+		for i, t := range r.Threads {
+			if i == 8 {
+				fmt.Fprintf(tw, "...\t%d more\t\t\t\t\t\t\t\n", len(r.Threads)-i)
+				break
+			}
+			fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t\n", t.PID, t.TID, t.Launches+t.GraphLaunches,
+				t.Calls, t.Syncs, Duration(t.SyncTime), Bytes(float64(t.H2DBytes)), Bytes(float64(t.D2HBytes)))
+		}
+		tw.Flush()
+	}
+	if len(s.Kernels) > 0 {
+		fmt.Fprintln(w, "most launched kernels:")
+		for i, k := range s.Kernels {
+			if i == 10 {
+				break
+			}
+			fmt.Fprintf(w, "  %10d  %s\n", k.Count, k.Name)
+		}
+	}
+	l := s.Loss
+	fmt.Fprintf(w, "events: %d delivered, %d lost (ring buffer full %d, unreadable %d); %d calls whose return was not seen\n",
+		l.Delivered, l.RingbufFull+l.BadRecords, l.RingbufFull, l.BadRecords, l.StaleCalls)
+	if l.KernelsFull > 0 {
+		fmt.Fprintf(w, "launches not counted per kernel (too many distinct kernels): %d\n", l.KernelsFull)
+	}
+}
+
+func computeLabel(src correlate.ComputeSource) string {
+	switch src {
+	case correlate.ComputeEvents:
+		return "cuda events"
+	case correlate.ComputeDerived:
+		return "derived"
+	}
+	return "none"
+}

@@ -1,0 +1,492 @@
+/*
+ * trainer.c: demo-trainer, a training job in the shape of a PyTorch loop,
+ * running on the CUDA stand-ins and logging its own ground truth (one JSON
+ * line per step) for gpuprof's end-to-end tests to compare against.
+ *
+ * Like PyTorch it does not link against CUDA: it dlopen()s libcudart.so.13,
+ * then libcuda.so.1 for the direct driver calls cuBLAS makes, from --libdir.
+ *
+ * A step: CPU data loading (a sleep), two 4 MiB host-to-device copies,
+ * --kernels launches adding up to --compute-ms of GPU time between two
+ * events, a 4-byte device-to-host copy of the loss and a stream sync (like
+ * loss.item()), then the time between the events. Meanwhile --engines
+ * threads keep streams of their own busy, as NCCL or prefetch threads do.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "driver_api.h"
+#include "runtime_api.h"
+
+#define MIB (1024 * 1024)
+#define INPUT_BYTES (4 * MIB)      /* each of the two inputs copied per step */
+#define LOSS_BYTES 4               /* the float loss.item() reads */
+#define ENGINE_COPY_BYTES (64 * 1024)
+#define ENGINE_BLOCKS 200          /* 0.2 ms per engine kernel */
+#define ENGINE_PAUSE_NS 5000000    /* 5 ms between engine rounds */
+#define NS_PER_BLOCK 1000          /* the stand-in runs a block in 1 us */
+#define THREADS_PER_BLOCK 256
+
+/* ---- Errors ---- */
+
+__attribute__((noreturn, format(printf, 2, 3)))
+static void fail(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("demo-trainer: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(code);
+}
+
+/* Any CUDA failure ends the run: the truth log must describe a clean run. */
+#define CHECK(call)                                                                         \
+	do {                                                                               \
+		int rc_ = (call);                                                          \
+		if (rc_ != 0)                                                              \
+			fail(1, "%s failed with error %d", #call, rc_);                    \
+	} while (0)
+
+/* ---- Time ---- */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_ns(uint64_t ns)
+{
+	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),
+			      .tv_nsec = (long)(ns % 1000000000u)};
+
+	if (ns == 0)
+		return;
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+static void sleep_s(double s)
+{
+	sleep_ns((uint64_t)llround(s * 1e9));
+}
+
+/* ---- Options ---- */
+
+struct options {
+	int steps;
+	const char *truth;
+	const char *libdir;
+	double start_delay, load_delay, thread_delay; /* seconds */
+	int engines;
+	double data_ms, compute_ms, step_pause_ms;
+	int kernels;
+	int events; /* --timing events (1) or none (0) */
+};
+
+static const char usage[] =
+	"usage: demo-trainer [--steps N] [--truth PATH] [--libdir DIR] [--start-delay S]\n"
+	"                    [--load-delay S] [--thread-delay S] [--engines K] [--data-ms F]\n"
+	"                    [--compute-ms F] [--kernels N] [--timing events|none]\n"
+	"                    [--step-pause-ms F]\n"
+	"Order: sleep --load-delay, load the libraries, allocate and start the engine\n"
+	"threads, sleep --thread-delay, start the training thread, which sleeps\n"
+	"--start-delay and then runs the steps.\n";
+
+static double parse_num(const char *opt, const char *s, double min, double max)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (end == s || *end != '\0' || errno != 0 || !isfinite(v) || v < min || v > max)
+		fail(2, "bad value for --%s: '%s'", opt, s);
+	return v;
+}
+
+static int parse_int(const char *opt, const char *s, int min, int max)
+{
+	double v = parse_num(opt, s, min, max);
+
+	if (v != floor(v))
+		fail(2, "bad value for --%s: '%s' (want an integer)", opt, s);
+	return (int)v;
+}
+
+static void parse_options(int argc, char **argv, struct options *o)
+{
+	static const struct option longopts[] = {
+		{"steps", required_argument, NULL, 's'},
+		{"truth", required_argument, NULL, 'o'},
+		{"libdir", required_argument, NULL, 'L'},
+		{"start-delay", required_argument, NULL, 'S'},
+		{"load-delay", required_argument, NULL, 'l'},
+		{"thread-delay", required_argument, NULL, 'T'},
+		{"engines", required_argument, NULL, 'e'},
+		{"data-ms", required_argument, NULL, 'd'},
+		{"compute-ms", required_argument, NULL, 'c'},
+		{"kernels", required_argument, NULL, 'k'},
+		{"timing", required_argument, NULL, 't'},
+		{"step-pause-ms", required_argument, NULL, 'p'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	int c;
+
+	*o = (struct options){.steps = 200, .truth = "demo-truth.jsonl", .engines = 2,
+			      .data_ms = 3, .compute_ms = 6, .kernels = 40, .events = 1};
+	opterr = 0; /* report errors ourselves, on one line */
+	while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+		const char *name = longopts[0].name;
+		int i;
+
+		for (i = 0; longopts[i].name != NULL; i++)
+			if (longopts[i].val == c)
+				name = longopts[i].name;
+		switch (c) {
+		case 's': o->steps = parse_int(name, optarg, 0, INT_MAX); break;
+		case 'o': o->truth = optarg; break;
+		case 'L': o->libdir = optarg; break;
+		case 'S': o->start_delay = parse_num(name, optarg, 0, 1e6); break;
+		case 'l': o->load_delay = parse_num(name, optarg, 0, 1e6); break;
+		case 'T': o->thread_delay = parse_num(name, optarg, 0, 1e6); break;
+		case 'e': o->engines = parse_int(name, optarg, 0, 64); break;
+		case 'd': o->data_ms = parse_num(name, optarg, 0, 1e6); break;
+		case 'c': o->compute_ms = parse_num(name, optarg, 0, 1e6); break;
+		case 'k': o->kernels = parse_int(name, optarg, 0, 1000000); break;
+		case 'p': o->step_pause_ms = parse_num(name, optarg, 0, 1e6); break;
+		case 't':
+			if (strcmp(optarg, "events") != 0 && strcmp(optarg, "none") != 0)
+				fail(2, "bad value for --timing: '%s' (want events or none)",
+				     optarg);
+			o->events = strcmp(optarg, "events") == 0;
+			break;
+		case 'h': fputs(usage, stdout); exit(0);
+		case ':': fail(2, "option %s needs a value", argv[optind - 1]);
+		default: fail(2, "unknown option %s (see --help)", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		fail(2, "unexpected argument '%s' (see --help)", argv[optind]);
+}
+
+/* ---- Loading CUDA ---- */
+
+/* The entry points used, typed from the stand-ins' prototypes. */
+#define RUNTIME_FUNCS(X)                                                                    \
+	X(cudaSetDevice) X(cudaStreamCreate) X(cudaStreamDestroy) X(cudaMalloc) X(cudaFree) \
+	X(cudaMallocHost) X(cudaFreeHost) X(cudaLaunchKernel) X(cudaMemcpyAsync)            \
+	X(cudaStreamSynchronize) X(cudaEventCreate) X(cudaEventDestroy)                     \
+	X(cudaEventRecordWithFlags) X(cudaEventElapsedTime) X(cudaDeviceSynchronize)
+#define DRIVER_FUNCS(X) X(cuModuleGetFunction) X(cuLaunchKernelEx)
+
+static struct {
+#define FIELD(name) __typeof__(&name) name;
+	RUNTIME_FUNCS(FIELD)
+	DRIVER_FUNCS(FIELD)
+#undef FIELD
+} cu;
+
+static void *open_lib(const char *dir, const char *file)
+{
+	char path[PATH_MAX];
+	void *h;
+
+	if (snprintf(path, sizeof(path), "%s/%s", dir, file) >= (int)sizeof(path))
+		fail(1, "library path too long: %s/%s", dir, file);
+	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (h == NULL)
+		fail(1, "cannot load %s", dlerror());
+	return h;
+}
+
+static void *symbol(void *lib, const char *file, const char *name)
+{
+	void *p = dlsym(lib, name);
+
+	if (p == NULL)
+		fail(1, "%s has no symbol %s", file, name);
+	return p;
+}
+
+static void load_cuda(const char *libdir)
+{
+	void *rt = open_lib(libdir, "libcudart.so.13");
+	void *drv = open_lib(libdir, "libcuda.so.1");
+
+#define RT(name) cu.name = (__typeof__(cu.name))symbol(rt, "libcudart.so.13", #name);
+#define DRV(name) cu.name = (__typeof__(cu.name))symbol(drv, "libcuda.so.1", #name);
+	RUNTIME_FUNCS(RT)
+	DRIVER_FUNCS(DRV)
+#undef RT
+#undef DRV
+}
+
+/* The directory this executable is in: the default --libdir. */
+static const char *exe_dir(void)
+{
+	static char dir[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
+	char *slash;
+
+	if (n <= 0)
+		fail(1, "cannot read /proc/self/exe: %s", strerror(errno));
+	dir[n] = '\0';
+	slash = strrchr(dir, '/');
+	if (slash != NULL)
+		*slash = '\0';
+	return dir;
+}
+
+/* ---- Kernels ---- */
+
+/* Host stubs: with the runtime API a kernel is named by the address of its
+ * host-side stub. These functions only lend their (distinct) addresses; the
+ * different bodies keep the compiler from merging them into one. */
+static volatile int stub_sink;
+static void elementwise_kernel(void) { stub_sink = 1; }
+static void layernorm_kernel(void) { stub_sink = 2; }
+static void softmax_kernel(void) { stub_sink = 3; }
+static void engine_kernel(void) { stub_sink = 4; }
+
+static const void *const step_stubs[] = {
+	(const void *)elementwise_kernel,
+	(const void *)layernorm_kernel,
+	(const void *)softmax_kernel,
+};
+
+/* ---- Engine threads ---- */
+
+struct engine {
+	pthread_t thread;
+	cudaStream_t stream;
+	void *dev, *host;
+};
+
+static atomic_int engines_stop;
+
+/* A side stream's steady traffic: 3 x 0.2 ms of kernels, a 64 KiB read-back,
+ * a sync, a 5 ms pause. */
+static void *engine_main(void *arg)
+{
+	struct engine *e = arg;
+	void *args[] = {&e->dev};
+	dim3 grid = {ENGINE_BLOCKS, 1, 1}, block = {THREADS_PER_BLOCK, 1, 1};
+	int i;
+
+	while (!atomic_load(&engines_stop)) {
+		for (i = 0; i < 3; i++)
+			CHECK(cu.cudaLaunchKernel((const void *)engine_kernel, grid, block, args, 0,
+						  e->stream));
+		CHECK(cu.cudaMemcpyAsync(e->host, e->dev, ENGINE_COPY_BYTES,
+					 cudaMemcpyDeviceToHost, e->stream));
+		CHECK(cu.cudaStreamSynchronize(e->stream));
+		sleep_ns(ENGINE_PAUSE_NS);
+	}
+	return NULL;
+}
+
+/* ---- Training ---- */
+
+struct trainer {
+	const struct options *o;
+	FILE *truth;
+	cudaStream_t stream;
+	cudaEvent_t begin, end;
+	void *dev_in[2], *host_in[2], *dev_loss, *host_loss;
+	CUfunction gemm; /* looked up through the driver, as cuBLAS does */
+	struct engine *engines;
+};
+
+static void setup(struct trainer *t)
+{
+	int i;
+
+	CHECK(cu.cudaSetDevice(0));
+	CHECK(cu.cudaStreamCreate(&t->stream));
+	for (i = 0; i < 2; i++) {
+		CHECK(cu.cudaMalloc(&t->dev_in[i], INPUT_BYTES));
+		CHECK(cu.cudaMallocHost(&t->host_in[i], INPUT_BYTES));
+		memset(t->host_in[i], 0x40 + i, INPUT_BYTES);
+	}
+	CHECK(cu.cudaMalloc(&t->dev_loss, 256));
+	CHECK(cu.cudaMallocHost(&t->host_loss, LOSS_BYTES));
+	CHECK(cu.cuModuleGetFunction(&t->gemm, NULL, "demo_gemm_kernel"));
+	CHECK(cu.cudaEventCreate(&t->begin));
+	CHECK(cu.cudaEventCreate(&t->end));
+
+	t->engines = calloc((size_t)t->o->engines + 1, sizeof(*t->engines));
+	if (t->engines == NULL)
+		fail(1, "out of memory");
+	for (i = 0; i < t->o->engines; i++) {
+		struct engine *e = &t->engines[i];
+
+		CHECK(cu.cudaStreamCreate(&e->stream));
+		CHECK(cu.cudaMalloc(&e->dev, ENGINE_COPY_BYTES));
+		CHECK(cu.cudaMallocHost(&e->host, ENGINE_COPY_BYTES));
+		if (pthread_create(&e->thread, NULL, engine_main, e) != 0)
+			fail(1, "cannot start engine thread");
+	}
+}
+
+static void teardown(struct trainer *t)
+{
+	int i;
+
+	atomic_store(&engines_stop, 1);
+	for (i = 0; i < t->o->engines; i++)
+		pthread_join(t->engines[i].thread, NULL);
+	CHECK(cu.cudaDeviceSynchronize());
+	for (i = 0; i < t->o->engines; i++) {
+		CHECK(cu.cudaFree(t->engines[i].dev));
+		CHECK(cu.cudaFreeHost(t->engines[i].host));
+		CHECK(cu.cudaStreamDestroy(t->engines[i].stream));
+	}
+	free(t->engines);
+	for (i = 0; i < 2; i++) {
+		CHECK(cu.cudaFree(t->dev_in[i]));
+		CHECK(cu.cudaFreeHost(t->host_in[i]));
+	}
+	CHECK(cu.cudaFree(t->dev_loss));
+	CHECK(cu.cudaFreeHost(t->host_loss));
+	CHECK(cu.cudaEventDestroy(t->begin));
+	CHECK(cu.cudaEventDestroy(t->end));
+	CHECK(cu.cudaStreamDestroy(t->stream));
+}
+
+/* Queues the step's kernels, compute-ms of GPU time in all, and returns the
+ * GPU time queued in ns. 3 of 4 go through the runtime with a host stub,
+ * every 4th through the driver with the gemm handle. */
+static uint64_t launch_compute(struct trainer *t)
+{
+	const struct options *o = t->o;
+	uint64_t total_blocks = (uint64_t)llround(o->compute_ms * 1000.0 * 1000.0 / NS_PER_BLOCK);
+	uint64_t queued_ns = 0;
+	void *args[] = {&t->dev_in[0], &t->dev_in[1]};
+	int k;
+
+	for (k = 0; k < o->kernels; k++) {
+		unsigned int blocks = (unsigned int)(total_blocks / (uint64_t)o->kernels +
+						     ((uint64_t)k < total_blocks % (uint64_t)o->kernels));
+
+		if (k % 4 == 3) {
+			CUlaunchConfig cfg = {
+				.gridDimX = blocks, .gridDimY = 1, .gridDimZ = 1,
+				.blockDimX = THREADS_PER_BLOCK, .blockDimY = 1, .blockDimZ = 1,
+				.hStream = t->stream,
+			};
+
+			CHECK(cu.cuLaunchKernelEx(&cfg, t->gemm, args, NULL));
+		} else {
+			dim3 grid = {blocks, 1, 1}, block = {THREADS_PER_BLOCK, 1, 1};
+
+			CHECK(cu.cudaLaunchKernel(step_stubs[k % 4], grid, block, args, 0,
+						  t->stream));
+		}
+		queued_ns += (uint64_t)blocks * NS_PER_BLOCK;
+	}
+	return queued_ns;
+}
+
+static void train_step(struct trainer *t, int step)
+{
+	const struct options *o = t->o;
+	uint64_t t_start, t_data, t_end, queued_ns;
+	double compute_s;
+	int i;
+
+	t_start = now_ns();
+	sleep_ns((uint64_t)llround(o->data_ms * 1e6)); /* the CPU loads a batch */
+	for (i = 0; i < 2; i++)
+		CHECK(cu.cudaMemcpyAsync(t->dev_in[i], t->host_in[i], INPUT_BYTES,
+					 cudaMemcpyHostToDevice, t->stream));
+	t_data = now_ns();
+
+	if (o->events)
+		CHECK(cu.cudaEventRecordWithFlags(t->begin, t->stream, 0));
+	queued_ns = launch_compute(t);
+	if (o->events)
+		CHECK(cu.cudaEventRecordWithFlags(t->end, t->stream, 0));
+	CHECK(cu.cudaMemcpyAsync(t->host_loss, t->dev_loss, LOSS_BYTES, cudaMemcpyDeviceToHost,
+				 t->stream));
+	CHECK(cu.cudaStreamSynchronize(t->stream)); /* loss.item() */
+
+	if (o->events) {
+		float ms;
+
+		CHECK(cu.cudaEventElapsedTime(&ms, t->begin, t->end));
+		compute_s = ms / 1e3;
+	} else {
+		compute_s = queued_ns / 1e9; /* what the GPU was given to do */
+	}
+	t_end = now_ns();
+
+	fprintf(t->truth,
+		"{\"step\":%d,\"t_start_ns\":%" PRIu64 ",\"t_data_end_ns\":%" PRIu64
+		",\"t_end_ns\":%" PRIu64 ",\"step_time\":%.9f,\"data_time\":%.9f"
+		",\"compute_time\":%.9f,\"launches\":%d}\n",
+		step, t_start, t_data, t_end, (t_end - t_start) / 1e9, (t_data - t_start) / 1e9,
+		compute_s, o->kernels);
+	if (fflush(t->truth) != 0)
+		fail(1, "cannot write %s: %s", o->truth, strerror(errno));
+
+	sleep_ns((uint64_t)llround(o->step_pause_ms * 1e6));
+}
+
+static void *train_main(void *arg)
+{
+	struct trainer *t = arg;
+	int i;
+
+	sleep_s(t->o->start_delay);
+	for (i = 0; i < t->o->steps; i++)
+		train_step(t, i);
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	struct options o;
+	struct trainer t = {.o = &o};
+	pthread_t trainer;
+
+	parse_options(argc, argv, &o);
+	t.truth = fopen(o.truth, "w");
+	if (t.truth == NULL)
+		fail(1, "cannot open %s: %s", o.truth, strerror(errno));
+
+	sleep_s(o.load_delay);
+	load_cuda(o.libdir != NULL ? o.libdir : exe_dir());
+	setup(&t);
+
+	sleep_s(o.thread_delay);
+	if (pthread_create(&trainer, NULL, train_main, &t) != 0)
+		fail(1, "cannot start the training thread");
+	pthread_join(trainer, NULL);
+
+	teardown(&t);
+	if (fclose(t.truth) != 0)
+		fail(1, "cannot write %s: %s", o.truth, strerror(errno));
+	printf("{\"steps\":%d}\n", o.steps);
+	return 0;
+}

@@ -1,0 +1,226 @@
+// Package validate lines gpuprof's steps up with a job's own ground-truth
+// log (the workloads' truth files, the demo's log) and compares them field
+// by field. It is how gpuprof's numbers are checked, by make demo, the
+// integration tests and on the GPU host.
+package validate
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Row is one step of either log.
+type Row struct {
+	Step       int
+	Start, End uint64 // t_start_ns, t_end_ns
+	Fields     map[string]float64
+}
+
+// ReadJSONL reads a log of one JSON object per step.
+func ReadJSONL(path string) ([]Row, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var rows []Row
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		dec := json.NewDecoder(strings.NewReader(line))
+		dec.UseNumber()
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			return nil, fmt.Errorf("%s line %d: %w", path, n, err)
+		}
+		r := Row{Fields: map[string]float64{}}
+		for k, v := range m {
+			num, ok := v.(json.Number)
+			if !ok {
+				continue
+			}
+			switch k {
+			case "t_start_ns", "t_end_ns":
+				u, err := parseUint(num)
+				if err != nil {
+					return nil, fmt.Errorf("%s line %d: %s: %w", path, n, k, err)
+				}
+				if k == "t_start_ns" {
+					r.Start = u
+				} else {
+					r.End = u
+				}
+			case "step":
+				i, _ := num.Int64()
+				r.Step = int(i)
+			default:
+				if x, err := num.Float64(); err == nil {
+					r.Fields[k] = x
+				}
+			}
+		}
+		if r.End == 0 {
+			return nil, fmt.Errorf("%s line %d: no t_end_ns", path, n)
+		}
+		rows = append(rows, r)
+	}
+	return rows, sc.Err()
+}
+
+func parseUint(n json.Number) (uint64, error) {
+	var u uint64
+	_, err := fmt.Sscan(n.String(), &u)
+	return u, err
+}
+
+// Match pairs one of gpuprof's steps with the truth step it measured.
+type Match struct{ Truth, Ours Row }
+
+// Align matches each of our steps to the truth step whose end is nearest
+// to ours, if within a quarter of that step's length; each truth step is
+// used once.
+func Align(truth, ours []Row) []Match {
+	t := slices.Clone(truth)
+	sort.Slice(t, func(i, j int) bool { return t[i].End < t[j].End })
+	used := make([]bool, len(t))
+	var out []Match
+	for _, o := range ours {
+		i := sort.Search(len(t), func(i int) bool { return t[i].End >= o.End })
+		best := -1
+		for _, j := range []int{i - 1, i} {
+			if j < 0 || j >= len(t) || used[j] {
+				continue
+			}
+			if best < 0 || absDiff(t[j].End, o.End) < absDiff(t[best].End, o.End) {
+				best = j
+			}
+		}
+		if best < 0 {
+			continue
+		}
+		length := t[best].End - t[best].Start
+		if t[best].Start == 0 || t[best].Start > t[best].End {
+			length = o.End - o.Start
+		}
+		if absDiff(t[best].End, o.End) <= length/4 {
+			used[best] = true
+			out = append(out, Match{Truth: t[best], Ours: o})
+		}
+	}
+	return out
+}
+
+func absDiff(a, b uint64) uint64 {
+	if a > b {
+		return a - b
+	}
+	return b - a
+}
+
+// FieldResult compares the medians of one field.
+type FieldResult struct {
+	Name        string
+	N           int
+	Truth, Ours float64
+	RelErr      float64
+	Required    bool
+	Pass        bool
+}
+
+// Result is a whole comparison.
+type Result struct {
+	Ours, Matched int
+	// OneToOne: every one of our steps matched a distinct truth step and
+	// the matched truth steps are consecutive.
+	OneToOne bool
+	Fields   []FieldResult
+}
+
+// Pass reports whether the steps line up one to one and every required
+// field is within tolerance.
+func (r Result) Pass() bool {
+	if !r.OneToOne {
+		return false
+	}
+	for _, f := range r.Fields {
+		if f.Required && !f.Pass {
+			return false
+		}
+	}
+	return true
+}
+
+// Compare lines the logs up and compares the medians of the fields both
+// have, over truth steps numbered skip or later (warm-up excluded), plus
+// "period": the time from one step's start to the next's.
+func Compare(truth, ours []Row, skip int, tol float64, required []string) Result {
+	ms := Align(truth, ours)
+	res := Result{Ours: len(ours), Matched: len(ms)}
+	res.OneToOne = len(ms) == len(ours) && len(ms) > 0
+	for i := 1; i < len(ms) && res.OneToOne; i++ {
+		if ms[i].Truth.Step != ms[i-1].Truth.Step+1 {
+			res.OneToOne = false
+		}
+	}
+	var kept []Match
+	for _, m := range ms {
+		if m.Truth.Step >= skip {
+			kept = append(kept, m)
+		}
+	}
+	series := map[string][2][]float64{}
+	add := func(name string, t, o float64) {
+		s := series[name]
+		s[0], s[1] = append(s[0], t), append(s[1], o)
+		series[name] = s
+	}
+	for i, m := range kept {
+		for k, tv := range m.Truth.Fields {
+			if ov, ok := m.Ours.Fields[k]; ok {
+				add(k, tv, ov)
+			}
+		}
+		if i > 0 && kept[i-1].Truth.Step+1 == m.Truth.Step && m.Truth.Start != 0 {
+			add("period", float64(m.Truth.Start-kept[i-1].Truth.Start)/1e9,
+				float64(m.Ours.End-kept[i-1].Ours.End)/1e9)
+		}
+	}
+	req := map[string]bool{}
+	for _, r := range required {
+		req[r] = true
+	}
+	for name, s := range series {
+		fr := FieldResult{Name: name, N: len(s[0]), Truth: median(s[0]), Ours: median(s[1]), Required: req[name]}
+		fr.RelErr = math.Abs(fr.Ours-fr.Truth) / math.Max(math.Abs(fr.Truth), 1e-12)
+		fr.Pass = fr.RelErr <= tol
+		res.Fields = append(res.Fields, fr)
+		delete(req, name)
+	}
+	for name := range req {
+		res.Fields = append(res.Fields, FieldResult{Name: name, Required: true})
+	}
+	sort.Slice(res.Fields, func(i, j int) bool { return res.Fields[i].Name < res.Fields[j].Name })
+	return res
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
