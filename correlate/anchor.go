@@ -19,7 +19,8 @@ type Anchor struct {
 	Calls    string // which calls, in words
 	Reason   string // why these
 	m        matcher
-	byCalls  bool // no launch counts on this thread: other calls count as work
+	byCalls  bool // launches not counted (Config.NoLaunchCounts): other calls count as work
+	seen     int  // clusters of the boundary calls seen when it was found
 }
 
 // token is one call of a thread, reduced to what boundary finding needs.
@@ -65,10 +66,10 @@ func collect(items []item) []*threadTokens {
 }
 
 // interval is what a thread did between two consecutive boundaries: the
-// work (kernels launched) and which other calls it made.
+// work (kernels launched) and which kinds of other calls it made.
 type interval struct {
 	work int
-	sig  string // the other calls, as counts per key
+	sig  string // the kinds of other calls made, allocations left out
 }
 
 // clusters cuts a thread's calls at the matched calls and returns the end of
@@ -77,7 +78,7 @@ type interval struct {
 // counts its other calls instead.
 func clusters(toks []token, m matcher, byCalls bool) (ends []uint64, ivs []interval) {
 	since, open := 0, false
-	others := map[key]int{}
+	others := map[key]bool{}
 	for _, t := range toks {
 		match := m.match(t.k)
 		w := int(t.work)
@@ -89,7 +90,13 @@ func clusters(toks []token, m matcher, byCalls bool) (ends []uint64, ivs []inter
 		}
 		since += w
 		if !match {
-			others[t.k]++
+			// Which kinds of call, not how many: the number of event
+			// records or copies can vary step to step (PyTorch's pinned
+			// memory allocator records an event per reuse), allocations
+			// come and go with the caching allocator.
+			if t.k.canAnchor() {
+				others[t.k] = true
+			}
 			continue
 		}
 		if open && since == 0 {
@@ -106,22 +113,22 @@ func clusters(toks []token, m matcher, byCalls bool) (ends []uint64, ivs []inter
 	return ends, ivs
 }
 
-func signature(counts map[key]int) string {
-	keys := make([]key, 0, len(counts))
-	for k := range counts {
+func signature(kinds map[key]bool) string {
+	keys := make([]key, 0, len(kinds))
+	for k := range kinds {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].less(keys[j]) })
 	var b strings.Builder
 	for _, k := range keys {
-		fmt.Fprintf(&b, "%d.%d.%d=%d;", k.class, k.sync, k.dir, counts[k])
+		fmt.Fprintf(&b, "%d.%d.%d;", k.class, k.sync, k.dir)
 	}
 	return b.String()
 }
 
 // regular reports whether the intervals between boundaries look alike step
-// after step: at least frac of them make the most common set of other calls
-// and launch within tol of the median number of kernels. Comparing the other
+// after step: at least frac of them make the most common kinds of other
+// calls and launch within tol of the median number of kernels. Comparing the other
 // calls tells a boundary that comes once a step from one that comes twice
 // (an event recorded before and after the forward pass) even when both
 // halves launch as many kernels.
@@ -208,7 +215,7 @@ func learn(items []item, cfg Config, fixed *matcher) (Anchor, bool) {
 		}
 		for _, th := range threads[:limit] {
 			if c, ok := bestKey(th, cfg, tr); ok {
-				return anchorFor(th, c, tr), true
+				return anchorFor(th, c, tr, cfg), true
 			}
 		}
 	}
@@ -245,7 +252,7 @@ func bestKey(th *threadTokens, cfg Config, tr tier) (candidate, bool) {
 		}
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].less(keys[j]) })
-	byCalls := th.launches == 0
+	byCalls := cfg.NoLaunchCounts
 	var regs []candidate
 	for _, k := range keys {
 		m := matcher{key: k}
@@ -280,25 +287,25 @@ func bestKey(th *threadTokens, cfg Config, tr tier) (candidate, bool) {
 	return best, found && best.n > cfg.LearnMin
 }
 
-func anchorFor(th *threadTokens, c candidate, tr tier) Anchor {
+func anchorFor(th *threadTokens, c candidate, tr tier, cfg Config) Anchor {
 	unit := "kernel launches"
-	if th.launches == 0 {
+	if cfg.NoLaunchCounts {
 		unit = "other CUDA calls"
 	}
 	loose := ""
 	if tr.tol > tiers[0].tol {
 		loose = "; step shapes vary, matched loosely"
 	}
-	return Anchor{PID: th.pid, TID: th.tid, m: c.m, Calls: c.m.String(), byCalls: th.launches == 0,
-		Reason: fmt.Sprintf("thread %d repeats a %s after every ~%d %s (%d times seen)%s",
-			th.tid, c.m, c.median, unit, c.n, loose)}
+	return Anchor{PID: th.pid, TID: th.tid, m: c.m, Calls: c.m.String(), byCalls: cfg.NoLaunchCounts, seen: c.n,
+		Reason: fmt.Sprintf("one %s a step, ~%d %s apart, seen %d times%s",
+			c.m, c.median, unit, c.n, loose)}
 }
 
 func learnFixed(threads []*threadTokens, m matcher, cfg Config) (Anchor, bool) {
 	var best *threadTokens
 	bestN := 0
 	for _, th := range threads {
-		ends, _ := clusters(th.toks, m, th.launches == 0)
+		ends, _ := clusters(th.toks, m, cfg.NoLaunchCounts)
 		if len(ends) > bestN {
 			best, bestN = th, len(ends)
 		}
@@ -306,6 +313,6 @@ func learnFixed(threads []*threadTokens, m matcher, cfg Config) (Anchor, bool) {
 	if best == nil || bestN < 3 {
 		return Anchor{}, false
 	}
-	return Anchor{PID: best.pid, TID: best.tid, m: m, Calls: m.String(), byCalls: best.launches == 0,
-		Reason: fmt.Sprintf("--step-boundary; thread %d makes the most of these calls", best.tid)}, true
+	return Anchor{PID: best.pid, TID: best.tid, m: m, Calls: m.String(), byCalls: cfg.NoLaunchCounts, seen: bestN,
+		Reason: "--step-boundary; the thread making the most of these calls"}, true
 }

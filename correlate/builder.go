@@ -20,6 +20,7 @@ type builder struct {
 	pending    bool
 	pendingEnd uint64
 	cur, limbo []item
+	others     int // launches by other threads of the process in this step
 }
 
 func newBuilder(a Anchor) *builder {
@@ -28,7 +29,13 @@ func newBuilder(a Anchor) *builder {
 
 func (b *builder) add(it *item) []Step {
 	e := &it.ev
-	if e.TID != b.anchor.TID || e.PID != b.anchor.PID {
+	if e.PID != b.anchor.PID {
+		return nil
+	}
+	if e.TID != b.anchor.TID {
+		// Launches ride on a thread's next call, so they land in the step
+		// in which that call returns.
+		b.others += int(e.Launches + e.GraphLaunches)
 		return nil
 	}
 	match := b.anchor.m.match(keyOf(e.Desc(), e))
@@ -73,6 +80,7 @@ func (b *builder) close() []Step {
 		out = append(out, b.measure())
 		b.index++
 	}
+	b.others = 0
 	b.started = true
 	b.prevEnd = b.pendingEnd
 	b.cur = append(b.cur[:0], b.limbo...)
@@ -83,7 +91,8 @@ func (b *builder) close() []Step {
 
 // measure turns the current step's calls into a Step.
 func (b *builder) measure() Step {
-	s := Step{Index: b.index, PID: b.anchor.PID, TID: b.anchor.TID, StartNS: b.prevEnd, EndNS: b.pendingEnd}
+	s := Step{Index: b.index, PID: b.anchor.PID, TID: b.anchor.TID, StartNS: b.prevEnd, EndNS: b.pendingEnd,
+		OtherLaunches: b.others}
 	s.StepTime = seconds(s.EndNS - s.StartNS)
 	var readings []item
 	var firstLaunch, lastSyncAfter uint64

@@ -196,7 +196,7 @@ func TestWithoutLaunchCounts(t *testing.T) {
 	for i := range tr.evs {
 		tr.evs[i].Launches, tr.evs[i].LaunchFirst, tr.evs[i].LaunchLast = 0, 0, 0
 	}
-	c, steps := run(t, Config{}, tr.evs)
+	c, steps := run(t, Config{NoLaunchCounts: true}, tr.evs)
 	a, ok := c.Anchor()
 	if !ok || !strings.Contains(a.Calls, "elapsed") || len(steps) != 19 {
 		t.Fatalf("anchor %+v, %d steps", a, len(steps))
@@ -249,5 +249,73 @@ func TestNoStepsFromNoise(t *testing.T) {
 	_, steps := run(t, Config{}, tr.evs)
 	if len(steps) != 0 {
 		t.Fatalf("noise gave %d steps", len(steps))
+	}
+}
+
+func TestEnginesWarmUpBeforeTraining(t *testing.T) {
+	// Inference engines run alone for 3 s; then the trainer starts, slow at
+	// first. The engines' loop is the only loop at first and is reported as
+	// such; once the trainer runs, the boundary moves to it and every step
+	// of the trainer is reported.
+	tr := newThread(100, 101, 3e9)
+	tr.launch(200, 20*us) // first step: warm-up kernels, autotuning
+	tr.call(t, "cudaStreamSynchronize", 300*ms, 0x55)
+	for range 300 {
+		pytorchStep(t, tr, 3*ms, 6*ms, 50, true)
+	}
+	c, steps := run(t, Config{}, merge(tr, engine(t, 102, tr.t), engine(t, 103, tr.t)))
+	a, _ := c.Anchor()
+	if a.TID != 101 {
+		t.Fatalf("anchor on thread %d, want the trainer", a.TID)
+	}
+	var trainer []Step
+	for _, s := range steps {
+		if s.TID == 101 {
+			trainer = append(trainer, s)
+		}
+	}
+	// Once the trainer has shown a few steps, engine steps stop.
+	for _, s := range steps {
+		if s.TID != 101 && len(trainer) > 10 && s.EndNS > trainer[10].EndNS {
+			t.Fatalf("step %d from thread %d after the trainer's 10th step", s.Index, s.TID)
+		}
+	}
+	// 300 readings bound 299 whole steps.
+	if len(trainer) != 299 {
+		t.Fatalf("%d trainer steps, want all 299", len(trainer))
+	}
+	for i := 1; i < len(steps); i++ {
+		if steps[i].Index != steps[i-1].Index+1 {
+			t.Fatalf("step numbers jump from %d to %d", steps[i-1].Index, steps[i].Index)
+		}
+	}
+	// The engines' launches show as other launches in the trainer's steps.
+	if trainer[100].OtherLaunches == 0 {
+		t.Error("engine launches not counted as other launches")
+	}
+}
+
+func TestSetUpPatternIsNotSteps(t *testing.T) {
+	// Model set-up: weights copied and synced one by one, no kernels; then
+	// a pause, then training. Steps come from training only.
+	tr := newThread(100, 101, 0)
+	for range 400 {
+		tr.call(t, "cudaMalloc", 10*us, 0x7ff0, 1<<20)
+		tr.call(t, "cudaMemcpyAsync", 50*us, 0xa000, 0xb000, 1<<20, 1, 0)
+		tr.call(t, "cudaStreamSynchronize", 10*ms, 0)
+	}
+	tr.idle(5e9)
+	setupEnd := tr.t
+	for range 200 {
+		pytorchStep(t, tr, 2*ms, 5*ms, 40, false)
+	}
+	_, steps := run(t, Config{}, tr.evs)
+	if len(steps) < 195 || len(steps) > 200 {
+		t.Fatalf("%d steps, want ~199", len(steps))
+	}
+	// Every step ends in training; the first one starts where set-up's
+	// last sync returned, as no boundary came between.
+	if steps[0].EndNS < setupEnd {
+		t.Fatalf("first step ends in set-up, at %d < %d", steps[0].EndNS, setupEnd)
 	}
 }

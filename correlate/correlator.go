@@ -15,6 +15,11 @@ type Config struct {
 	// LearnMin is how many steps the boundary must have repeated for before
 	// steps are reported. 0 means 6.
 	LearnMin int
+	// NoLaunchCounts says kernel launches were not counted (attach
+	// --no-launches): steps are then told apart by their other calls.
+	// Otherwise a step must launch kernels, which keeps patterns such as a
+	// model's set-up copying its weights one by one from passing for steps.
+	NoLaunchCounts bool
 	// MaxBuffer bounds the events held while the boundary is not yet known.
 	// 0 means 1<<20.
 	MaxBuffer int
@@ -24,16 +29,32 @@ type Config struct {
 // boundary.
 const learnEvery = 250e6
 
-// minLearnSpan is how much event time is seen before a first boundary is
-// chosen while events keep coming.
-const minLearnSpan = 2e9
+// A boundary found is only a proposal until it has held for confirmSpan of
+// event time and its calls came confirmClusters more times: a job starting
+// up shows patterns that end (model set-up copying weights one by one,
+// inference engines warming up before training starts) and steps are only
+// reported for the loop that goes on. Until then events wait in the buffer
+// and are replayed, so no step is lost.
+const (
+	confirmSpan     = 2e9
+	confirmClusters = 3
+)
+
+type proposal struct {
+	anchor Anchor
+	since  uint64
+	seen   int
+}
 
 // The boundary is reviewed every reviewEvery of event time over the last
 // reviewWindow: a job whose training loop starts after its inference
 // engines (or moves to another thread) gets its boundary moved to the loop.
 const (
-	reviewEvery  = 2e9
+	reviewEvery  = 1e9
 	reviewWindow = 5e9
+	// A thread reading CUDA event timings while the boundary's thread does
+	// not is the strongest sign the loop has moved: review within this.
+	reviewUrgent = 100e6
 )
 
 // item is an event with what was known about it when it arrived.
@@ -55,10 +76,12 @@ type Correlator struct {
 	buf     []item
 	lastTry uint64
 	lastLen int
+	prop    *proposal
 	b       *builder
 
-	window     []item // recent events, for reviewing the boundary
-	lastReview uint64
+	window      []item // recent events, for reviewing the boundary
+	lastReview  uint64
+	anchorTimes bool // the boundary's thread reads CUDA event timings
 
 	records map[handle]uint64 // event handle -> return time of its last record
 	allocs  map[handle]uint64 // pointer -> bytes
@@ -132,24 +155,35 @@ func (c *Correlator) Add(e *events.Event) []Step {
 	if len(c.buf) > c.cfg.MaxBuffer {
 		c.buf = append(c.buf[:0], c.buf[len(c.buf)/2:]...)
 	}
-	// The first decision waits for minLearnSpan of events so that every
-	// thread of a job starting up has been seen; then attempts come every
-	// learnEvery of event time, or once the buffer has doubled.
-	if e.End < c.buf[0].ev.End+minLearnSpan {
-		return nil
-	}
+	// Attempts come every learnEvery of event time, or once the buffer has
+	// doubled.
 	if e.End < c.lastTry+learnEvery && len(c.buf) < max(64, 2*c.lastLen) {
 		return nil
 	}
-	return c.emit(c.tryLearn())
+	return c.emit(c.tryLearn(false))
 }
 
-func (c *Correlator) tryLearn() []Step {
-	c.lastTry, c.lastLen = c.buf[len(c.buf)-1].ev.End, len(c.buf)
+// tryLearn looks for the boundary in the buffer, and commits to it once the
+// proposal is confirmed (or at once when final, at the end of the events).
+func (c *Correlator) tryLearn(final bool) []Step {
+	now := c.buf[len(c.buf)-1].ev.End
+	c.lastTry, c.lastLen = now, len(c.buf)
 	anchor, ok := learn(c.buf, c.cfg, c.fixed)
 	if !ok {
+		c.prop = nil
 		return nil
 	}
+	if !final {
+		p := c.prop
+		if p == nil || p.anchor.TID != anchor.TID || p.anchor.m != anchor.m {
+			c.prop = &proposal{anchor: anchor, since: now, seen: anchor.seen}
+			return nil
+		}
+		if now < p.since+confirmSpan || anchor.seen < p.seen+confirmClusters {
+			return nil
+		}
+	}
+	c.prop = nil
 	c.b = newBuilder(anchor)
 	var steps []Step
 	for i := range c.buf {
@@ -169,7 +203,12 @@ func (c *Correlator) tryLearn() []Step {
 func (c *Correlator) review(it *item) []Step {
 	c.window = append(c.window, *it)
 	now := it.ev.End
-	if now < c.lastReview+reviewEvery {
+	e := &it.ev
+	if e.TID == c.b.anchor.TID && e.Desc().Class == cudaapi.ClassElapsed {
+		c.anchorTimes = true
+	}
+	urgent := !c.anchorTimes && e.TID != c.b.anchor.TID && e.Desc().Class == cudaapi.ClassElapsed
+	if now < c.lastReview+reviewEvery && !(urgent && now >= c.lastReview+reviewUrgent) {
 		return nil
 	}
 	c.lastReview = now
@@ -198,6 +237,7 @@ func (c *Correlator) review(it *item) []Step {
 		return nil
 	}
 	steps := c.b.finish()
+	c.anchorTimes = false
 	nb := newBuilder(anchor)
 	nb.index = c.b.index
 	c.b = nb
@@ -211,7 +251,7 @@ func (c *Correlator) review(it *item) []Step {
 func (c *Correlator) Finish() []Step {
 	var steps []Step
 	if c.b == nil && len(c.buf) > 0 {
-		steps = c.tryLearn()
+		steps = c.tryLearn(true)
 	}
 	if c.b != nil {
 		steps = append(steps, c.b.finish()...)

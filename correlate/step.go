@@ -35,6 +35,10 @@ type Step struct {
 
 	Launches      int `json:"launches"`
 	GraphLaunches int `json:"graph_launches"`
+	// OtherLaunches are kernels other threads of the process launched
+	// meanwhile: PyTorch's autograd thread runs the backward pass, for one,
+	// and inference engine threads their own work.
+	OtherLaunches int `json:"other_launches"`
 
 	CopyTime       float64 `json:"copy_time"` // host time inside copy calls
 	Copies         int     `json:"copies"`

@@ -22,7 +22,9 @@ type TraceHeader struct {
 	Format  string   `json:"format"` // always "gpuprof-trace/1"
 	Version string   `json:"gpuprof_version"`
 	PIDs    []uint32 `json:"pids"`
-	Note    string   `json:"note,omitempty"`
+	// NoLaunchCounts: recorded with attach --no-launches.
+	NoLaunchCounts bool   `json:"no_launch_counts,omitempty"`
+	Note           string `json:"note,omitempty"`
 }
 
 const traceFormat = "gpuprof-trace/1"

@@ -6,8 +6,10 @@ package validate
 
 import (
 	"bufio"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"slices"
@@ -22,15 +24,25 @@ type Row struct {
 	Fields     map[string]float64
 }
 
-// ReadJSONL reads a log of one JSON object per step.
+// ReadJSONL reads a log of one JSON object per step, gzip-compressed if
+// its name ends in ".gz".
 func ReadJSONL(path string) ([]Row, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	var in io.Reader = f
+	if strings.HasSuffix(path, ".gz") {
+		gz, err := gzip.NewReader(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		defer gz.Close()
+		in = gz
+	}
 	var rows []Row
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -158,6 +170,18 @@ func (r Result) Pass() bool {
 		}
 	}
 	return true
+}
+
+// Median returns the median of a field over rows from step skip on, and
+// whether any row has it.
+func Median(rows []Row, field string, skip int) (float64, bool) {
+	var xs []float64
+	for _, r := range rows {
+		if v, ok := r.Fields[field]; ok && r.Step >= skip {
+			xs = append(xs, v)
+		}
+	}
+	return median(xs), len(xs) > 0
 }
 
 // Compare lines the logs up and compares the medians of the fields both

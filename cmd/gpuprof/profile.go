@@ -42,7 +42,7 @@ func (f *profileFlags) register(fs *pflag.FlagSet) {
 }
 
 func (f *profileFlags) correlateConfig() correlate.Config {
-	return correlate.Config{Boundary: f.boundary, Thread: f.thread}
+	return correlate.Config{Boundary: f.boundary, Thread: f.thread, NoLaunchCounts: f.noLaunches}
 }
 
 // openSession checks privileges and loads the probes.
@@ -71,7 +71,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	}
 	var trace *events.TraceWriter
 	if f.record != "" {
-		h := events.TraceHeader{Version: version}
+		h := events.TraceHeader{Version: version, NoLaunchCounts: f.noLaunches}
 		for _, p := range pids {
 			h.PIDs = append(h.PIDs, uint32(p))
 		}
@@ -107,6 +107,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		}
 	}
 	start := time.Now()
+	var anchor correlate.Anchor
 	runErr := sess.Run(ctx, func(batch []events.Event, attached []probes.LibraryPlan) {
 		for _, lp := range attached {
 			noteAttached(live, lp)
@@ -116,6 +117,10 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 				writeErr = trace.Write(&batch[i])
 			}
 			emit(corr.Add(&batch[i]))
+		}
+		if a, ok := corr.Anchor(); ok && (a.TID != anchor.TID || a.Calls != anchor.Calls) {
+			anchor = a
+			live.Note(fmt.Sprintf("step boundary: %s on thread %d (%s)", a.Calls, a.TID, a.Reason))
 		}
 	})
 	emit(corr.Finish())

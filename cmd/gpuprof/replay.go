@@ -35,6 +35,7 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	f.noLaunches = h.NoLaunchCounts
 	corr, err := correlate.New(f.correlateConfig())
 	if err != nil {
 		return err

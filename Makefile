@@ -1,0 +1,48 @@
+# gpuprof: make demo (as root) shows it on a built-in demo job; make test
+# (as root) runs every test, eBPF ones included.
+
+GO      ?= go
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+# A static binary: it runs on a GPU host that has no Go toolchain.
+GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)"
+
+.PHONY: all build generate check-generated fixtures test bench demo clean
+
+all: build
+
+build:
+	$(GOBUILD) -o bin/gpuprof ./cmd/gpuprof
+
+# Rebuild the BPF object and its Go bindings (needs clang, llvm, libbpf-dev).
+generate:
+	cd bpf && $(GO) generate ./...
+
+# Fail when the committed BPF object or bindings differ from what the C
+# source compiles to. bpf2go's output does not depend on the checkout path,
+# so a fresh build in a temporary copy must be byte-identical.
+check-generated:
+	@if ! command -v clang >/dev/null; then \
+		echo "check-generated: clang not installed, not checking bpf/ generated files"; exit 0; fi; \
+	tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
+	cp -r go.mod go.sum bpf $$tmp/ && (cd $$tmp/bpf && $(GO) generate ./... >/dev/null) || exit 1; \
+	for f in gpuprof_x86_bpfel.o gpuprof_x86_bpfel.go; do \
+		cmp -s $$tmp/bpf/$$f bpf/$$f || { echo "bpf/$$f is stale: run make generate and commit the result"; exit 1; }; \
+	done; echo "check-generated: bpf/ generated files are fresh"
+
+fixtures:
+	$(MAKE) -s -C testdata
+
+test: check-generated fixtures
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 20m ./...
+
+bench: fixtures
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./probes
+	$(GO) test -count=1 -run '^$$' -bench . -benchmem ./correlate ./probes -bench 'Correlate|Decode'
+
+demo: build fixtures
+	./testdata/demo/run.sh
+
+clean:
+	rm -rf bin demo-out
+	$(MAKE) -s -C testdata clean
