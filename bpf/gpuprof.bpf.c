@@ -116,9 +116,10 @@ struct {
 	__type(value, struct thread_state);
 } threads SEC(".maps");
 
-// Launch counts per process and kernel handle.
+// Launch counts per process and kernel handle, per CPU: threads launching
+// the same kernel on different CPUs do not fight over one counter.
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, 1 << 16);
 	__type(key, struct kernel_key);
 	__type(value, __u64);
@@ -311,14 +312,14 @@ int launch_entry(struct pt_regs *ctx)
 	key.func = COOKIE_FUNC_ARG(cookie) == 1 ? arg1 : arg0;
 	__u64 *n = bpf_map_lookup_elem(&kernels, &key);
 	if (n) {
-		__sync_fetch_and_add(n, 1);
+		*n += 1; // this CPU's slot: no other writer while we run
 		return 0;
 	}
 	__u64 one = 1;
 	if (bpf_map_update_elem(&kernels, &key, &one, BPF_NOEXIST)) {
 		n = bpf_map_lookup_elem(&kernels, &key);
 		if (n)
-			__sync_fetch_and_add(n, 1);
+			*n += 1;
 		else
 			count(STAT_KERNEL_MAP_FULL);
 	}

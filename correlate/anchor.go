@@ -21,6 +21,10 @@ type Anchor struct {
 	m        matcher
 	byCalls  bool // launches not counted (Config.NoLaunchCounts): other calls count as work
 	seen     int  // clusters of the boundary calls seen when it was found
+	// inCluster are the kinds of call seen between boundary calls of one
+	// cluster (the copy between two loss.item() syncs): while launches are
+	// not counted, these do not end a cluster and other kinds do.
+	inCluster map[key]bool
 }
 
 // token is one call of a thread, reduced to what boundary finding needs.
@@ -77,8 +81,17 @@ type interval struct {
 // the kernels launched; a thread with no launch counts (launch probes off)
 // counts its other calls instead.
 func clusters(toks []token, m matcher, byCalls bool) (ends []uint64, ivs []interval) {
+	ends, ivs, _ = clustersWithin(toks, m, byCalls)
+	return ends, ivs
+}
+
+// clustersWithin is clusters, also returning the kinds of call seen inside
+// clusters (between two merged boundary calls).
+func clustersWithin(toks []token, m matcher, byCalls bool) (ends []uint64, ivs []interval, within map[key]bool) {
 	since, open := 0, false
-	others := map[key]bool{}
+	others := map[key]bool{}    // kinds since the cluster began: the interval's signature
+	sinceLast := map[key]bool{} // kinds since the last boundary call
+	within = map[key]bool{}
 	for _, t := range toks {
 		match := m.match(t.k)
 		w := int(t.work)
@@ -97,12 +110,18 @@ func clusters(toks []token, m matcher, byCalls bool) (ends []uint64, ivs []inter
 			if t.k.canAnchor() {
 				others[t.k] = true
 			}
+			sinceLast[t.k] = true
 			continue
 		}
 		if open && since == 0 {
 			ends[len(ends)-1] = t.end
+			for k := range sinceLast {
+				within[k] = true
+			}
+			clear(sinceLast)
 			continue
 		}
+		clear(sinceLast)
 		if open {
 			ivs = append(ivs, interval{work: since, sig: signature(others)})
 		}
@@ -110,7 +129,7 @@ func clusters(toks []token, m matcher, byCalls bool) (ends []uint64, ivs []inter
 		ends = append(ends, t.end)
 		open, since = true, 0
 	}
-	return ends, ivs
+	return ends, ivs, within
 }
 
 func signature(kinds map[key]bool) string {
@@ -296,7 +315,8 @@ func anchorFor(th *threadTokens, c candidate, tr tier, cfg Config) Anchor {
 	if tr.tol > tiers[0].tol {
 		loose = "; step shapes vary, matched loosely"
 	}
-	return Anchor{PID: th.pid, TID: th.tid, m: c.m, Calls: c.m.String(), byCalls: cfg.NoLaunchCounts, seen: c.n,
+	_, _, within := clustersWithin(th.toks, c.m, cfg.NoLaunchCounts)
+	return Anchor{PID: th.pid, TID: th.tid, m: c.m, Calls: c.m.String(), byCalls: cfg.NoLaunchCounts, seen: c.n, inCluster: within,
 		Reason: fmt.Sprintf("one %s a step, ~%d %s apart, seen %d times%s",
 			c.m, c.median, unit, c.n, loose)}
 }
@@ -313,6 +333,7 @@ func learnFixed(threads []*threadTokens, m matcher, cfg Config) (Anchor, bool) {
 	if best == nil || bestN < 3 {
 		return Anchor{}, false
 	}
-	return Anchor{PID: best.pid, TID: best.tid, m: m, Calls: m.String(), byCalls: cfg.NoLaunchCounts, seen: bestN,
+	_, _, within := clustersWithin(best.toks, m, cfg.NoLaunchCounts)
+	return Anchor{PID: best.pid, TID: best.tid, m: m, Calls: m.String(), byCalls: cfg.NoLaunchCounts, seen: bestN, inCluster: within,
 		Reason: "--step-boundary; the thread making the most of these calls"}, true
 }

@@ -21,10 +21,23 @@ type builder struct {
 	pendingEnd uint64
 	cur, limbo []item
 	others     int // launches by other threads of the process in this step
+
+	// Launch counting is sampled (KindLaunchProbes markers): counted is
+	// whether it is on now, complete whether it was on all through the
+	// current step.
+	counted, complete bool
 }
 
-func newBuilder(a Anchor) *builder {
-	return &builder{anchor: a, byCalls: a.byCalls}
+func newBuilder(a Anchor, counted bool) *builder {
+	return &builder{anchor: a, byCalls: a.byCalls, counted: counted, complete: counted}
+}
+
+// launchProbes notes launch counting switching on or off.
+func (b *builder) launchProbes(on bool) {
+	b.counted = on
+	if !on {
+		b.complete = false
+	}
 }
 
 func (b *builder) add(it *item) []Step {
@@ -38,9 +51,15 @@ func (b *builder) add(it *item) []Step {
 		b.others += int(e.Launches + e.GraphLaunches)
 		return nil
 	}
-	match := b.anchor.m.match(keyOf(e.Desc(), e))
+	k := keyOf(e.Desc(), e)
+	match := b.anchor.m.match(k)
 	work := e.Launches + e.GraphLaunches
-	if b.byCalls && !match {
+	switch {
+	case b.byCalls && !match:
+		work = 1
+	case !b.counted && !match && !b.anchor.inCluster[k]:
+		// No launch counts now: a kind of call never seen inside a
+		// cluster ends it.
 		work = 1
 	}
 	var out []Step
@@ -82,6 +101,7 @@ func (b *builder) close() []Step {
 	}
 	b.others = 0
 	b.started = true
+	b.complete = b.counted
 	b.prevEnd = b.pendingEnd
 	b.cur = append(b.cur[:0], b.limbo...)
 	b.limbo = b.limbo[:0]
@@ -92,7 +112,7 @@ func (b *builder) close() []Step {
 // measure turns the current step's calls into a Step.
 func (b *builder) measure() Step {
 	s := Step{Index: b.index, PID: b.anchor.PID, TID: b.anchor.TID, StartNS: b.prevEnd, EndNS: b.pendingEnd,
-		OtherLaunches: b.others}
+		OtherLaunches: b.others, LaunchesCounted: b.complete && !b.byCalls}
 	s.StepTime = seconds(s.EndNS - s.StartNS)
 	var readings []item
 	var firstLaunch, lastSyncAfter uint64

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/gpuprof/gpuprof/events"
 )
 
 // pytorchStep writes one step shaped like spec_pipeline's trainer: fetch
@@ -317,5 +319,68 @@ func TestSetUpPatternIsNotSteps(t *testing.T) {
 	// last sync returned, as no boundary came between.
 	if steps[0].EndNS < setupEnd {
 		t.Fatalf("first step ends in set-up, at %d < %d", steps[0].EndNS, setupEnd)
+	}
+}
+
+// sample makes launch counting sampled after `from`: on for `on` of every
+// `period`, as probes.Session does once steps are found. Launch counts are
+// dropped while off, and marker events are added.
+func sample(evs []events.Event, from, period, on uint64) []events.Event {
+	var out []events.Event
+	next, state := from, true
+	for _, e := range evs {
+		for e.End >= next {
+			state = !state
+			m := events.Event{Kind: events.KindLaunchProbes, Start: next, End: next}
+			if state {
+				m.Out = 1
+				next += on
+			} else {
+				next += period - on
+			}
+			out = append(out, m)
+		}
+		if !state {
+			e.Launches, e.GraphLaunches, e.LaunchFirst, e.LaunchLast = 0, 0, 0, 0
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func TestSampledLaunchCounts(t *testing.T) {
+	// Two loss.item() syncs a step (a copy between them), then launch
+	// counting goes to 1 s in 10: boundaries stay right while it is off.
+	tr := newThread(100, 101, 0)
+	for range 1500 {
+		tr.idle(ms)
+		tr.call(t, "cudaMemcpyAsync", 20*us, 0xa000, 0xb000, 1<<20, 1, 0)
+		tr.launch(30, 10*us)
+		for range 2 {
+			tr.call(t, "cudaMemcpyAsync", 5*us, 0xc000, 0xd000, 4, 2, 0)
+			tr.call(t, "cudaStreamSynchronize", 5*ms, 0)
+		}
+	}
+	evs := sample(tr.evs, 4e9, 10e9, 1e9)
+	c, steps := run(t, Config{}, evs)
+	a, _ := c.Anchor()
+	if a.Calls != "stream sync" || len(steps) != 1499 {
+		t.Fatalf("anchor %q with %d steps, want stream sync with 1499", a.Calls, len(steps))
+	}
+	counted := 0
+	for _, s := range steps {
+		if s.Syncs != 2 {
+			t.Fatalf("step %d has %d syncs, want both", s.Index, s.Syncs)
+		}
+		if s.LaunchesCounted {
+			counted++
+			if s.Launches != 30 {
+				t.Fatalf("counted step %d has %d launches", s.Index, s.Launches)
+			}
+		}
+	}
+	// Up to 4 s and then 1 s in 10 of a ~16.4 s run: about a third.
+	if counted < 300 || counted > 700 {
+		t.Fatalf("%d of %d steps with launch counts", counted, len(steps))
 	}
 }

@@ -79,6 +79,7 @@ type Correlator struct {
 	prop    *proposal
 	b       *builder
 
+	counted     bool   // launch probes attached now
 	window      []item // recent events, for reviewing the boundary
 	lastReview  uint64
 	anchorTimes bool // the boundary's thread reads CUDA event timings
@@ -98,7 +99,7 @@ func New(cfg Config) (*Correlator, error) {
 		cfg.MaxBuffer = 1 << 20
 	}
 	c := &Correlator{cfg: cfg, records: map[handle]uint64{}, allocs: map[handle]uint64{},
-		names: map[handle]string{}, sum: newSummaryAcc()}
+		names: map[handle]string{}, sum: newSummaryAcc(), counted: !cfg.NoLaunchCounts}
 	if cfg.Boundary != "" {
 		m, err := parseBoundary(cfg.Boundary)
 		if err != nil {
@@ -122,6 +123,12 @@ func (c *Correlator) Add(e *events.Event) []Step {
 	switch e.Kind {
 	case events.KindKernelName:
 		c.addName(e)
+		return nil
+	case events.KindLaunchProbes:
+		c.counted = e.Out == 1
+		if c.b != nil {
+			c.b.launchProbes(c.counted)
+		}
 		return nil
 	case events.KindCall:
 	default:
@@ -184,7 +191,7 @@ func (c *Correlator) tryLearn(final bool) []Step {
 		}
 	}
 	c.prop = nil
-	c.b = newBuilder(anchor)
+	c.b = newBuilder(anchor, c.counted)
 	var steps []Step
 	for i := range c.buf {
 		steps = append(steps, c.b.add(&c.buf[i])...)
@@ -238,7 +245,7 @@ func (c *Correlator) review(it *item) []Step {
 	}
 	steps := c.b.finish()
 	c.anchorTimes = false
-	nb := newBuilder(anchor)
+	nb := newBuilder(anchor, c.counted)
 	nb.index = c.b.index
 	c.b = nb
 	for i := range c.window {

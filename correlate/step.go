@@ -33,8 +33,12 @@ type Step struct {
 	SyncTime float64 `json:"sync_time"` // host blocked in synchronisations
 	Syncs    int     `json:"syncs"`
 
-	Launches      int `json:"launches"`
-	GraphLaunches int `json:"graph_launches"`
+	// LaunchesCounted says launch probes were attached all through the
+	// step, so Launches, GraphLaunches and OtherLaunches are complete
+	// (launch counting is sampled once steps are found).
+	LaunchesCounted bool `json:"launches_counted"`
+	Launches        int  `json:"launches"`
+	GraphLaunches   int  `json:"graph_launches"`
 	// OtherLaunches are kernels other threads of the process launched
 	// meanwhile: PyTorch's autograd thread runs the backward pass, for one,
 	// and inference engine threads their own work.

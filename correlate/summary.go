@@ -122,7 +122,9 @@ func (s *summaryAcc) addStep(st *Step) {
 	}
 	s.sources[st.ComputeSource]++
 	s.syncT = append(s.syncT, st.SyncTime)
-	s.launches = append(s.launches, float64(st.Launches+st.GraphLaunches))
+	if st.LaunchesCounted {
+		s.launches = append(s.launches, float64(st.Launches+st.GraphLaunches))
+	}
 	s.h2d = append(s.h2d, float64(st.H2DBytes))
 	s.d2h = append(s.d2h, float64(st.D2HBytes))
 }

@@ -13,6 +13,9 @@ const (
 	KindCall       Kind = 1 // a CUDA call returned
 	KindKernelName Kind = 2 // a kernel handle was looked up by name
 	KindLibLoad    Kind = 3 // the loader changed the set of libraries
+	// KindLaunchProbes marks launch counting switching on (Out 1) or off
+	// (Out 0) at End: launch counts are complete only while it is on.
+	KindLaunchProbes Kind = 4
 )
 
 // Event is one observation from the target. Times are CLOCK_MONOTONIC

@@ -46,7 +46,8 @@ type traceLine struct {
 	Name          string    `json:"n,omitempty"`
 }
 
-var kindNames = map[Kind]string{KindCall: "call", KindKernelName: "kernel_name", KindLibLoad: "lib_load"}
+var kindNames = map[Kind]string{KindCall: "call", KindKernelName: "kernel_name", KindLibLoad: "lib_load",
+	KindLaunchProbes: "launch_probes"}
 
 // TraceWriter writes events to a trace file.
 type TraceWriter struct {

@@ -10,11 +10,17 @@ import (
 	"github.com/gpuprof/gpuprof/bpf"
 )
 
-// attachPlan attaches every probe of a plan to pid with one uprobe_multi
-// link per BPF program, so that a library costs a handful of links rather
-// than one per symbol (closing a single uprobe link takes ~75-100 ms). On
-// error the links made so far are closed: no half-attached library.
+// attachPlan attaches every probe of a plan to pid.
 func attachPlan(objs *bpf.Objects, pid int, lp LibraryPlan) ([]link.Link, error) {
+	return attachPrograms(objs, pid, lp, ProgEntry, ProgReturn, ProgLaunch, ProgLibLoad)
+}
+
+// attachPrograms attaches the plan's probes that run the given programs, with
+// one uprobe_multi link per program, so that a library costs a handful of
+// links rather than one per symbol (closing a single uprobe link takes
+// ~75-100 ms). On error the links made so far are closed: no half-attached
+// library.
+func attachPrograms(objs *bpf.Objects, pid int, lp LibraryPlan, progs ...Program) ([]link.Link, error) {
 	type group struct {
 		addrs, cookies []uint64
 	}
@@ -44,7 +50,7 @@ func attachPlan(objs *bpf.Objects, pid int, lp LibraryPlan) ([]link.Link, error)
 		}
 		return nil, err
 	}
-	for _, prog := range []Program{ProgEntry, ProgReturn, ProgLaunch, ProgLibLoad} {
+	for _, prog := range progs {
 		g := groups[prog]
 		if g == nil {
 			continue

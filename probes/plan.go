@@ -94,6 +94,9 @@ type Options struct {
 	// cheapest probe on every launch costs several percent (FACTS.md §3), so
 	// users of such loops can turn it off.
 	Launches bool
+	// NoCalls leaves out the entry/return probes on CUDA calls (syncs,
+	// copies, events, memory), keeping launches and the loader hook.
+	NoCalls bool
 }
 
 // PlanFile decides the probes for one mapped file. Files that are not a
@@ -108,7 +111,8 @@ func PlanFile(f MappedFile, opts Options) (LibraryPlan, error) {
 		if a.Layer != lp.Layer {
 			continue
 		}
-		if !opts.Launches && (a.Class == cudaapi.ClassLaunch || a.Class == cudaapi.ClassGraphLaunch) {
+		isLaunch := a.Class == cudaapi.ClassLaunch || a.Class == cudaapi.ClassGraphLaunch
+		if (!opts.Launches && isLaunch) || (opts.NoCalls && !isLaunch && a.Layer != cudaapi.LayerLoader) {
 			continue
 		}
 		wanted[a.Name] = a

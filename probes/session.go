@@ -44,6 +44,8 @@ type Session struct {
 	targets map[int]*target
 	stats   Stats
 	closed  bool
+	sampler launchSampler
+	marks   []events.Event // launch-probe markers for the next batch
 }
 
 type target struct {
@@ -56,8 +58,9 @@ type target struct {
 }
 
 type attachedLib struct {
-	plan  LibraryPlan
-	links []link.Link
+	plan   LibraryPlan
+	links  []link.Link // calls and the loader hook
+	launch []link.Link // launch counting, attached only while launches are sampled
 }
 
 // Stats counts what was lost or odd on the way from the probes.
@@ -163,12 +166,19 @@ func (s *Session) scan(t *target) ([]LibraryPlan, error) {
 			return added, err
 		}
 		lp.PID = t.pid
-		links, err := attachPlan(s.objs, t.pid, lp)
+		links, err := attachPrograms(s.objs, t.pid, lp, ProgEntry, ProgReturn, ProgLibLoad)
 		if err != nil {
 			return added, err
 		}
+		lib := &attachedLib{plan: lp, links: links}
+		if s.launchesOn() {
+			if lib.launch, err = attachPrograms(s.objs, t.pid, lp, ProgLaunch); err != nil {
+				closeLinks(links)
+				return added, err
+			}
+		}
 		s.mu.Lock()
-		t.libs[f.Key()] = &attachedLib{plan: lp, links: links}
+		t.libs[f.Key()] = lib
 		if lp.Layer == cudaapi.LayerRuntime || lp.Layer == cudaapi.LayerDriver {
 			t.cudaReady = true
 		}
@@ -221,6 +231,10 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 				break // keep batches bounded under a burst
 			}
 		}
+		// Markers from the last cycle sort in among the events that were
+		// still in the ring buffer when they were made.
+		batch = append(batch, s.marks...)
+		s.marks = s.marks[:0]
 		slices.SortStableFunc(batch, func(a, b events.Event) int {
 			switch {
 			case a.End < b.End:
@@ -231,6 +245,9 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 			return 0
 		})
 		attached := s.rescan(rescan)
+		if mark, ok := s.sampleLaunches(time.Now()); ok {
+			s.marks = append(s.marks, mark)
+		}
 		s.stats.Events += uint64(len(batch))
 		if len(batch) > 0 || len(attached) > 0 {
 			sink(batch, attached)
@@ -322,10 +339,14 @@ type KernelLaunch struct {
 func (s *Session) KernelLaunches() ([]KernelLaunch, error) {
 	var out []KernelLaunch
 	var k bpf.KernelKey
-	var v uint64
+	var perCPU []uint64
 	it := s.objs.Kernels.Iterate()
-	for it.Next(&k, &v) {
-		out = append(out, KernelLaunch{PID: k.Pid, Handle: k.Func, Count: v})
+	for it.Next(&k, &perCPU) {
+		var n uint64
+		for _, v := range perCPU {
+			n += v
+		}
+		out = append(out, KernelLaunch{PID: k.Pid, Handle: k.Func, Count: n})
 	}
 	if err := it.Err(); err != nil {
 		return out, fmt.Errorf("read kernel launch counts: %w", err)
@@ -353,9 +374,7 @@ func (s *Session) Detach(pid int) error {
 	}
 	var errs []error
 	for _, l := range t.libs {
-		for _, ln := range l.links {
-			errs = append(errs, ln.Close())
-		}
+		errs = append(errs, closeLinks(l.links), closeLinks(l.launch))
 	}
 	unix.Close(t.pidfd)
 	return errors.Join(errs...)
@@ -382,4 +401,3 @@ func (s *Session) Close() error {
 	errs = append(errs, s.objs.Close())
 	return errors.Join(errs...)
 }
-

@@ -17,6 +17,11 @@ import (
 type stepRecord struct {
 	correlate.Step
 	ComputeTime *float64 `json:"compute_time,omitempty"`
+	// Launch counts are absent for steps in which launches were not
+	// counted (--launch-duty).
+	Launches      *int `json:"launches,omitempty"`
+	GraphLaunches *int `json:"graph_launches,omitempty"`
+	OtherLaunches *int `json:"other_launches,omitempty"`
 }
 
 // JSONL writes one JSON object per step.
@@ -43,6 +48,9 @@ func (j *JSONL) Write(s correlate.Step) error {
 	if s.ComputeSource != correlate.ComputeNone {
 		ct := s.ComputeTime
 		r.ComputeTime = &ct
+	}
+	if s.LaunchesCounted {
+		r.Launches, r.GraphLaunches, r.OtherLaunches = &s.Launches, &s.GraphLaunches, &s.OtherLaunches
 	}
 	if err := j.enc.Encode(r); err != nil {
 		return fmt.Errorf("write step: %w", err)

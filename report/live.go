@@ -38,7 +38,10 @@ func Line(s correlate.Step, rate float64) string {
 	case correlate.ComputeDerived:
 		fmt.Fprintf(&b, " compute %s (derived)", Duration(s.ComputeTime))
 	}
-	fmt.Fprintf(&b, " sync %s | %d launches", Duration(s.SyncTime), s.Launches+s.GraphLaunches)
+	fmt.Fprintf(&b, " sync %s |", Duration(s.SyncTime))
+	if s.LaunchesCounted {
+		fmt.Fprintf(&b, " %d launches", s.Launches+s.GraphLaunches)
+	}
 	if s.H2DBytes > 0 {
 		fmt.Fprintf(&b, " h2d %s", Bytes(float64(s.H2DBytes)))
 	}

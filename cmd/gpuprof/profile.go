@@ -28,6 +28,8 @@ type profileFlags struct {
 	boundary   string
 	thread     uint32
 	noLaunches bool
+	launchDuty float64
+	noCalls    bool
 	quiet      bool
 }
 
@@ -38,6 +40,8 @@ func (f *profileFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.boundary, "step-boundary", "", "the CUDA call whose return ends a step, e.g. cudaStreamSynchronize or cudaMemcpyAsync:h2d (default: found)")
 	fs.Uint32Var(&f.thread, "step-thread", 0, "the thread whose steps to report (default: found)")
 	fs.BoolVar(&f.noLaunches, "no-launches", false, "do not count kernel launches (for launch-bound loops, where a probe on every launch costs several percent)")
+	fs.Float64Var(&f.launchDuty, "launch-duty", 0.1, "once steps are found, count launches this fraction of the time (1 s of every 10 at 0.1); 1 counts every launch, at ~0.5-0.7 µs a launch")
+	fs.BoolVar(&f.noCalls, "no-calls", false, "do not probe CUDA calls (syncs, copies, events, memory); with --no-launches only the loader hook stays, for measuring gpuprof's own cost")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no live line")
 }
 
@@ -45,13 +49,20 @@ func (f *profileFlags) correlateConfig() correlate.Config {
 	return correlate.Config{Boundary: f.boundary, Thread: f.thread, NoLaunchCounts: f.noLaunches}
 }
 
+// launchPeriod is the cycle of launch sampling (--launch-duty).
+const launchPeriod = 10 * time.Second
+
 // openSession checks privileges and loads the probes.
 func openSession(f *profileFlags) (*probes.Session, error) {
+	if f.launchDuty < 0 || f.launchDuty > 1 {
+		return nil, usageErr("--launch-duty %g: give a fraction from 0 to 1", f.launchDuty)
+	}
 	if err := probes.CheckPrivileges(); err != nil {
 		return nil, err
 	}
 	cfg := probes.DefaultConfig()
 	cfg.Launches = !f.noLaunches
+	cfg.NoCalls = f.noCalls
 	return probes.Open(cfg)
 }
 
@@ -116,11 +127,15 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 			if trace != nil && writeErr == nil {
 				writeErr = trace.Write(&batch[i])
 			}
-			emit(corr.Add(&batch[i]))
-		}
-		if a, ok := corr.Anchor(); ok && (a.TID != anchor.TID || a.Calls != anchor.Calls) {
-			anchor = a
-			live.Note(fmt.Sprintf("step boundary: %s on thread %d (%s)", a.Calls, a.TID, a.Reason))
+			steps := corr.Add(&batch[i])
+			if a, ok := corr.Anchor(); ok && (a.TID != anchor.TID || a.Calls != anchor.Calls) {
+				if anchor.TID == 0 && f.launchDuty < 1 {
+					sess.SampleLaunches(launchPeriod, time.Duration(f.launchDuty*float64(launchPeriod)))
+				}
+				anchor = a
+				live.Note(fmt.Sprintf("step boundary: %s on thread %d (%s)", a.Calls, a.TID, a.Reason))
+			}
+			emit(steps)
 		}
 	})
 	emit(corr.Finish())
