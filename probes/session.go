@@ -114,7 +114,28 @@ func (s *Session) Attach(pid int) ([]LibraryPlan, error) {
 	s.mu.Lock()
 	s.targets[pid] = t
 	s.mu.Unlock()
-	return s.scan(t)
+	plans, err := s.scan(t)
+	if err != nil {
+		if s.exitedNow(t) {
+			return plans, nil // gone while we looked: Run reports the exit
+		}
+		return plans, err
+	}
+	// Read the maps once more now that the loader hook is in place: a
+	// library loaded between the first read and the hook shows up here,
+	// any later one fires the hook.
+	more, err := s.scan(t)
+	if err != nil && s.exitedNow(t) {
+		err = nil
+	}
+	return append(plans, more...), err
+}
+
+// exitedNow reports whether t's process has exited.
+func (s *Session) exitedNow(t *target) bool {
+	fds := []unix.PollFd{{Fd: int32(t.pidfd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0
 }
 
 // CUDALoaded reports whether pid has a CUDA runtime or driver attached.
@@ -291,11 +312,8 @@ func (s *Session) allExited() bool {
 	}
 	all := true
 	for _, t := range s.targets {
-		if !t.exited {
-			fds := []unix.PollFd{{Fd: int32(t.pidfd), Events: unix.POLLIN}}
-			if n, err := unix.Poll(fds, 0); err == nil && n > 0 {
-				t.exited = true
-			}
+		if !t.exited && s.exitedNow(t) {
+			t.exited = true
 		}
 		all = all && t.exited
 	}

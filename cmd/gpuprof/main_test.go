@@ -1,0 +1,268 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpuprof/gpuprof/internal/testenv"
+	"github.com/gpuprof/gpuprof/validate"
+)
+
+// gpuprofBin is the binary under test, built once.
+var gpuprofBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "gpuprof-test")
+	if err != nil {
+		panic(err)
+	}
+	gpuprofBin = filepath.Join(dir, "gpuprof")
+	out, err := exec.Command("go", "build", "-o", gpuprofBin, ".").CombinedOutput()
+	if err != nil {
+		panic("build gpuprof: " + err.Error() + "\n" + string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func gpuprof(t *testing.T, args ...string) result {
+	t.Helper()
+	return runCommand(t, exec.Command(gpuprofBin, args...))
+}
+
+func runCommand(t *testing.T, cmd *exec.Cmd) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{code, out.String(), errb.String()}
+}
+
+// oneLine checks a failure: the status, and a single line that says what
+// to do.
+func oneLine(t *testing.T, r result, code int, want string) {
+	t.Helper()
+	if r.code != code {
+		t.Errorf("exit %d, want %d (stderr %q)", r.code, code, r.stderr)
+	}
+	msg := strings.TrimSpace(r.stderr)
+	if strings.Count(msg, "\n") != 0 || !strings.Contains(msg, want) || !strings.HasPrefix(msg, "gpuprof: ") {
+		t.Errorf("stderr %q, want one line containing %q", msg, want)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	oneLine(t, gpuprof(t, "frobnicate"), 2, "unknown command")
+	oneLine(t, gpuprof(t, "attach"), 2, "needs --pid")
+	oneLine(t, gpuprof(t, "attach", "--pid", "-3"), 2, "not a process ID")
+	oneLine(t, gpuprof(t, "attach", "--pid", "1", "extra"), 2, "gpuprof run")
+	oneLine(t, gpuprof(t, "run"), 2, "needs a command")
+	oneLine(t, gpuprof(t, "compare", "--truth", "x"), 2, "--steps")
+	oneLine(t, gpuprof(t, "replay"), 2, "one trace file")
+	oneLine(t, gpuprof(t, "replay", "/nonexistent.trace"), 1, "open trace")
+	if r := gpuprof(t, "version"); r.code != 0 || !strings.HasPrefix(r.stdout, "gpuprof ") {
+		t.Errorf("version: %+v", r)
+	}
+}
+
+func TestNoSuchProcess(t *testing.T) {
+	oneLine(t, gpuprof(t, "attach", "--pid", "4194303"), 1, "no process with PID 4194303")
+	oneLine(t, gpuprof(t, "probes", "--pid", "4194303"), 1, "no process with PID 4194303")
+}
+
+func TestNotRoot(t *testing.T) {
+	testenv.RequireRoot(t) // to drop to nobody
+	sleep := startSleep(t)
+	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+		gpuprofBin, "attach", "--pid", itoa(sleep.Process.Pid))
+	oneLine(t, runCommand(t, cmd), 1, "run it with sudo")
+}
+
+func startSleep(t *testing.T) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+func TestNoCUDAYet(t *testing.T) {
+	testenv.RequireRoot(t)
+	sleep := startSleep(t)
+	pid := itoa(sleep.Process.Pid)
+	oneLine(t, gpuprof(t, "probes", "--pid", pid), 1, "has not loaded a CUDA library")
+	// attach says it waits, and waits.
+	r := gpuprof(t, "attach", "--pid", pid, "-d", "1s")
+	if r.code != 0 || !strings.Contains(r.stderr, "waiting for PID "+pid+" to load a CUDA library") {
+		t.Fatalf("attach to a process without CUDA: %+v", r)
+	}
+}
+
+func TestBadStepBoundary(t *testing.T) {
+	testenv.RequireRoot(t)
+	sleep := startSleep(t)
+	oneLine(t, gpuprof(t, "attach", "--pid", itoa(sleep.Process.Pid), "--step-boundary", "cudaFrob"), 1, "gpuprof probes lists them")
+	oneLine(t, gpuprof(t, "attach", "--pid", itoa(sleep.Process.Pid), "--launch-duty", "2"), 2, "fraction from 0 to 1")
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// demoRun starts the demo trainer with args and returns it and its truth log.
+func demoRun(t *testing.T, args ...string) (*exec.Cmd, string, *bytes.Buffer) {
+	t.Helper()
+	dir := testenv.Fixtures(t)
+	truth := filepath.Join(t.TempDir(), "truth.jsonl")
+	cmd := exec.Command(filepath.Join(dir, "demo-trainer"), append([]string{"--truth", truth}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	return cmd, truth, &out
+}
+
+// checkAgainstTruth holds gpuprof's steps to the demo's own log: one to one,
+// step time, compute time and period within 5%.
+func checkAgainstTruth(t *testing.T, truthPath, stepsPath string) validate.Result {
+	t.Helper()
+	truth, err := validate.ReadJSONL(truthPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, err := validate.ReadJSONL(stepsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := validate.Compare(truth, ours, 5, 0.05, []string{"period", "step_time", "compute_time"})
+	for _, f := range res.Fields {
+		t.Logf("%-13s truth %.6f gpuprof %.6f (%+.2f%%)", f.Name, f.Truth, f.Ours, 100*(f.Ours-f.Truth)/f.Truth)
+	}
+	if !res.Pass() {
+		t.Errorf("gpuprof's %d steps (%d matched, one to one %v) do not match the demo's log within 5%%", res.Ours, res.Matched, res.OneToOne)
+	}
+	return res
+}
+
+func TestAttachMatchesDemoLog(t *testing.T) {
+	testenv.RequireRoot(t)
+	demo, truth, _ := demoRun(t, "--steps", "300", "--start-delay", "0.5")
+	steps := filepath.Join(t.TempDir(), "steps.jsonl")
+	trace := filepath.Join(t.TempDir(), "trace.jsonl.gz")
+	r := gpuprof(t, "attach", "--pid", itoa(demo.Process.Pid), "--jsonl", steps, "--record", trace)
+	if r.code != 0 {
+		t.Fatalf("attach: %+v", r)
+	}
+	if err := demo.Wait(); err != nil {
+		t.Fatalf("demo: %v", err)
+	}
+	for _, want := range []string{"steps", "step boundary: event elapsed-time read", "compute_time (cuda events)", "0 lost"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("summary lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	checkAgainstTruth(t, truth, steps)
+
+	// Replaying the recorded trace gives the same steps.
+	replayed := filepath.Join(t.TempDir(), "replayed.jsonl")
+	if r := gpuprof(t, "replay", trace, "--jsonl", replayed); r.code != 0 {
+		t.Fatalf("replay: %+v", r)
+	}
+	live, _ := os.ReadFile(steps)
+	again, _ := os.ReadFile(replayed)
+	if !bytes.Equal(live, again) {
+		t.Error("replay of the recorded trace gave other steps than the live run")
+	}
+}
+
+func TestRunAttachesBeforeFirstStep(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir := testenv.Fixtures(t)
+	truth := filepath.Join(t.TempDir(), "truth.jsonl")
+	steps := filepath.Join(t.TempDir(), "steps.jsonl")
+	r := gpuprof(t, "run", "--jsonl", steps, "--", filepath.Join(dir, "demo-trainer"), "--steps", "120", "--truth", truth)
+	if r.code != 0 {
+		t.Fatalf("run: %+v", r)
+	}
+	res := checkAgainstTruth(t, truth, steps)
+	// 120 readings bound 119 steps: every one of them is seen.
+	if res.Ours != 119 {
+		t.Errorf("%d steps, want 119: the first steps were missed", res.Ours)
+	}
+}
+
+func TestRunPassesOnExitStatus(t *testing.T) {
+	testenv.RequireRoot(t)
+	if r := gpuprof(t, "run", "-q", "--", "sh", "-c", "exit 3"); r.code != 3 {
+		t.Fatalf("exit %d, want the command's 3: %+v", r.code, r)
+	}
+	oneLine(t, gpuprof(t, "run", "--", "/nonexistent/cmd"), 1, "start /nonexistent/cmd")
+}
+
+func TestInterruptDetachesAndSummarises(t *testing.T) {
+	testenv.RequireRoot(t)
+	demo, truth, _ := demoRun(t, "--steps", "400")
+	cmd := exec.Command(gpuprofBin, "attach", "--pid", itoa(demo.Process.Pid))
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	cmd.Process.Signal(syscall.SIGINT)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("gpuprof after Ctrl-C: %v\n%s", err, errb.String())
+	}
+	if !strings.Contains(out.String(), "steps") || !strings.Contains(out.String(), "step_time") {
+		t.Errorf("no summary after Ctrl-C:\n%s", out.String())
+	}
+	// The demo carries on to its end.
+	if err := demo.Wait(); err != nil {
+		t.Fatalf("demo after detach: %v", err)
+	}
+	rows, err := validate.ReadJSONL(truth)
+	if err != nil || len(rows) != 400 {
+		t.Fatalf("demo logged %d steps (%v), want 400", len(rows), err)
+	}
+}
+
+func TestWorksWithoutTracefs(t *testing.T) {
+	testenv.RequireRoot(t)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		testenv.Skip(t, "needs unshare(1) to unmount tracefs in a private mount namespace")
+	}
+	demo, truth, _ := demoRun(t, "--steps", "200", "--start-delay", "0.3")
+	steps := filepath.Join(t.TempDir(), "steps.jsonl")
+	script := `for m in /sys/kernel/tracing /sys/kernel/debug/tracing; do umount $m 2>/dev/null; done
+if [ -e /sys/kernel/tracing/uprobe_events ] || [ -e /sys/kernel/debug/tracing/uprobe_events ]; then echo "tracefs still mounted" >&2; exit 99; fi
+exec "$0" attach --pid "$1" --jsonl "$2"`
+	r := runCommand(t, exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c", script, gpuprofBin, itoa(demo.Process.Pid), steps))
+	if r.code != 0 {
+		t.Fatalf("attach without tracefs: %+v", r)
+	}
+	demo.Wait()
+	checkAgainstTruth(t, truth, steps)
+}
