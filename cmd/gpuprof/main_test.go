@@ -203,14 +203,16 @@ func TestRunAttachesBeforeFirstStep(t *testing.T) {
 	dir := testenv.Fixtures(t)
 	truth := filepath.Join(t.TempDir(), "truth.jsonl")
 	steps := filepath.Join(t.TempDir(), "steps.jsonl")
-	r := gpuprof(t, "run", "--jsonl", steps, "--", filepath.Join(dir, "demo-trainer"), "--steps", "120", "--truth", truth)
+	cmd := exec.Command(gpuprofBin, "run", "-q", "--jsonl", steps, "--", filepath.Join(dir, "demo-trainer"), "--steps", "120", "--truth", truth)
+	cmd.Env = append(os.Environ(), "GPUPROF_LOG=debug")
+	r := runCommand(t, cmd)
 	if r.code != 0 {
 		t.Fatalf("run: %+v", r)
 	}
 	res := checkAgainstTruth(t, truth, steps)
 	// 120 readings bound 119 steps: every one of them is seen.
 	if res.Ours != 119 {
-		t.Errorf("%d steps, want 119: the first steps were missed", res.Ours)
+		t.Errorf("%d steps, want 119: the first steps were missed; gpuprof said:\n%s", res.Ours, r.stderr)
 	}
 }
 
