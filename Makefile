@@ -37,8 +37,8 @@ test: check-generated fixtures
 	$(GO) test -count=1 -timeout 20m ./...
 
 bench: fixtures
-	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./probes
-	$(GO) test -count=1 -run '^$$' -bench . -benchmem ./correlate ./probes -bench 'Correlate|Decode'
+	$(GO) test -count=1 -run '^$$' -bench ProbeCost -benchtime 1x -v ./probes
+	$(GO) test -count=1 -run '^$$' -bench 'Correlate|DecodeRecord' -benchmem ./correlate ./probes
 
 demo: build fixtures
 	./testdata/demo/run.sh

@@ -1,13 +1,20 @@
 module github.com/gpuprof/gpuprof
 
-go 1.26.8
+go 1.26.0
 
 require (
-	github.com/cilium/ebpf v0.22.0 // indirect
-	github.com/spf13/pflag v1.1.0 // indirect
-	golang.org/x/arch v0.33.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
-	golang.org/x/term v0.48.0 // indirect
+	// Loads the BPF programs, attaches uprobe_multi links, reads the ring
+	// buffer; its bpf2go (the tool line below) generates bpf/'s bindings.
+	github.com/cilium/ebpf v0.22.0
+	// POSIX-style command-line flags, as the brief asks.
+	github.com/spf13/pflag v1.1.0
+	// Decodes the first instruction of each probed function, to place the
+	// probe where the kernel emulates rather than single-steps.
+	golang.org/x/arch v0.33.0
+	// pidfd, capget and CLOCK_MONOTONIC.
+	golang.org/x/sys v0.50.0
+	// Whether stderr is a terminal, for the live line.
+	golang.org/x/term v0.48.0
 )
 
 tool github.com/cilium/ebpf/cmd/bpf2go

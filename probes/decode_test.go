@@ -1,0 +1,65 @@
+package probes
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"testing"
+
+	"github.com/gpuprof/gpuprof/bpf"
+	"github.com/gpuprof/gpuprof/cudaapi"
+	"github.com/gpuprof/gpuprof/events"
+)
+
+func rawCall(t testing.TB, r bpf.Event) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := binary.Write(&buf, binary.LittleEndian, r); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestDecodeRecord(t *testing.T) {
+	a, _ := cudaapi.ByName("cudaEventElapsedTime")
+	raw := rawCall(t, bpf.Event{Kind: bpf.KindCall, Layer: 1, Api: a.ID, Pid: 7, Tid: 8, Launches: 40,
+		StartNs: 100, EndNs: 250, Args: [5]uint64{0x7ff0, 0xe1, 0xe2}, Out: uint64(math.Float32bits(6.5))})
+	if len(raw) != callSize {
+		t.Fatalf("record %d bytes, the C struct has %d", len(raw), callSize)
+	}
+	var e events.Event
+	if err := decodeRecord(raw, &e); err != nil {
+		t.Fatal(err)
+	}
+	if e.Kind != events.KindCall || e.Desc().Name != "cudaEventElapsedTime" || e.Duration() != 150 ||
+		e.ElapsedMS() != 6.5 || e.Handle() != 0xe1 || e.Second() != 0xe2 || e.Launches != 40 {
+		t.Fatalf("decoded %+v", e)
+	}
+	for _, bad := range [][]byte{nil, raw[:10], {9, 0, 0}} {
+		if err := decodeRecord(bad, &e); err == nil {
+			t.Errorf("decoded %x", bad)
+		}
+	}
+	var n bpf.NameEvent
+	n.Kind, n.Api, n.Handle = bpf.KindKernelName, 3, 0xabc
+	for i, c := range "gemm_kernel" {
+		n.Name[i] = int8(c)
+	}
+	var buf bytes.Buffer
+	binary.Write(&buf, binary.LittleEndian, n)
+	if err := decodeRecord(buf.Bytes(), &e); err != nil || e.Name != "gemm_kernel" || e.Out != 0xabc {
+		t.Fatalf("name record: %+v %v", e, err)
+	}
+}
+
+// BenchmarkDecodeRecord is the reader's cost per ring buffer record.
+func BenchmarkDecodeRecord(b *testing.B) {
+	raw := rawCall(b, bpf.Event{Kind: bpf.KindCall, Api: 3, EndNs: 1})
+	var e events.Event
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := decodeRecord(raw, &e); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
