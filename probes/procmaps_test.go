@@ -1,0 +1,76 @@
+package probes
+
+import (
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/gpuprof/gpuprof/cudaapi"
+	"github.com/gpuprof/gpuprof/internal/testenv"
+)
+
+func TestExecutableFiles(t *testing.T) {
+	root := filepath.Join("..", "testdata", "proc")
+	files, err := ExecutableFiles(root, 4242)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range files {
+		got = append(got, f.Path)
+		if !strings.HasPrefix(f.HostPath, filepath.Join(root, "4242", "root")) {
+			t.Errorf("%s reached through %s, want through /proc/PID/root", f.Path, f.HostPath)
+		}
+	}
+	want := []string{
+		"/usr/bin/python3.12",
+		"/opt/venv/lib/python3.12/site-packages/nvidia/cu13/lib/libcudart.so.13",
+		"/usr/local/nvidia/lib64/libcuda.so.580.159.04",
+		"/tmp/libgone.so",
+		"/opt/my dir/libspace.so",
+		"/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("files\n got %q\nwant %q", got, want)
+	}
+	layers := map[cudaapi.Layer]int{}
+	for _, f := range files {
+		layers[cudaapi.LayerOf(f.Base())]++
+	}
+	if layers[cudaapi.LayerRuntime] != 1 || layers[cudaapi.LayerDriver] != 1 || layers[cudaapi.LayerLoader] != 1 {
+		t.Errorf("layers %v", layers)
+	}
+	if _, err := ExecutableFiles(root, 1); err == nil {
+		t.Error("a missing process read")
+	}
+}
+
+func TestReadSymbolsOfStandIn(t *testing.T) {
+	dir := testenv.Fixtures(t)
+	// The stand-in runtime exports versioned names, as the real one does.
+	syms, err := ReadSymbols(filepath.Join(dir, "libcudart.so.13"), func(n string) bool {
+		_, ok := cudaapi.ByName(n)
+		return ok
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok := syms["cudaEventRecord"]
+	if !ok {
+		t.Fatalf("cudaEventRecord not found among %d symbols", len(syms))
+	}
+	if s.FileOffset == 0 || len(s.Code) == 0 {
+		t.Errorf("symbol %+v", s)
+	}
+	if p := Place(s.Code); p.Offset != 4 || !p.Emulated {
+		t.Errorf("placement %v, want +4 on the push after endbr64", p)
+	}
+	lp, err := PlanFile(MappedFile{Path: "libcudart.so.13", HostPath: filepath.Join(dir, "libcudart.so.13")}, Options{Launches: true})
+	if err != nil || lp.Layer != cudaapi.LayerRuntime || len(lp.Probes) < 20 {
+		t.Fatalf("plan %d probes, %v", len(lp.Probes), err)
+	}
+	if _, err := ReadSymbols("procmaps_test.go", func(string) bool { return true }); err == nil {
+		t.Error("a Go file read as ELF")
+	}
+}

@@ -1,0 +1,78 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpuprof/gpuprof/correlate"
+)
+
+func TestLine(t *testing.T) {
+	s := correlate.Step{Index: 812, StepTime: 0.0186, ComputeTime: 0.00291, ComputeSource: correlate.ComputeEvents,
+		SyncTime: 0.0021, LaunchesCounted: true, Launches: 27, H2DBytes: 16 << 20, D2HBytes: 4}
+	got := Line(s, 53.7)
+	want := "step 812 | step 18.6ms compute 2.91ms (events) sync 2.10ms | 27 launches h2d 16.0MiB d2h 4B | 53.7 steps/s"
+	if got != want {
+		t.Errorf("Line =\n%q\nwant\n%q", got, want)
+	}
+	s.LaunchesCounted, s.ComputeSource = false, correlate.ComputeNone
+	if got := Line(s, 0); strings.Contains(got, "launches") || strings.Contains(got, "compute") {
+		t.Errorf("uncounted launches or absent compute shown: %q", got)
+	}
+}
+
+func TestUnits(t *testing.T) {
+	for s, want := range map[float64]string{12.3: "12.3s", 1.5: "1.50s", 0.0186: "18.6ms", 0.00291: "2.91ms", 412e-6: "412µs", 3e-8: "30ns", 0: "0"} {
+		if got := Duration(s); got != want {
+			t.Errorf("Duration(%g) = %s, want %s", s, got, want)
+		}
+	}
+	for n, want := range map[float64]string{4: "4B", 2048: "2.0KiB", 16 << 20: "16.0MiB", 3 << 30: "3.0GiB"} {
+		if got := Bytes(n); got != want {
+			t.Errorf("Bytes(%g) = %s, want %s", n, got, want)
+		}
+	}
+}
+
+func TestJSONLOmitsWhatWasNotMeasured(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "steps.jsonl")
+	j, err := CreateJSONL(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Write(correlate.Step{Index: 0, StepTime: 0.01, ComputeTime: 0.006, ComputeSource: correlate.ComputeEvents, LaunchesCounted: true, Launches: 40})
+	j.Write(correlate.Step{Index: 1, StepTime: 0.01, Launches: 0})
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	var first, second map[string]any
+	json.Unmarshal([]byte(lines[0]), &first)
+	json.Unmarshal([]byte(lines[1]), &second)
+	if first["compute_time"] != 0.006 || first["launches"] != 40.0 || first["step_time"] != 0.01 {
+		t.Errorf("first step %v", first)
+	}
+	if _, ok := second["compute_time"]; ok {
+		t.Errorf("compute_time written though nothing measured it: %v", second)
+	}
+	if _, ok := second["launches"]; ok {
+		t.Errorf("launches written though not counted: %v", second)
+	}
+}
+
+func TestSummary(t *testing.T) {
+	c, _ := correlate.New(correlate.Config{})
+	var b bytes.Buffer
+	WriteSummary(&b, Summary{Target: "PID 1", Attached: 2, Run: c.Summary(), Loss: Loss{Delivered: 10, RingbufFull: 2}})
+	out := b.String()
+	for _, want := range []string{"PID 1", "0 steps", "not found", "--step-boundary", "2 lost (ring buffer full 2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -1,0 +1,57 @@
+package validate
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func rows(starts ...uint64) []Row {
+	var out []Row
+	for i, s := range starts {
+		out = append(out, Row{Step: i, Start: s, End: s + 8, Fields: map[string]float64{"step_time": 8e-9}})
+	}
+	return out
+}
+
+func TestAlignOneToOne(t *testing.T) {
+	truth := rows(0, 10, 20, 30, 40, 50)
+	// gpuprof's steps end a little after the truth's and start at the
+	// previous end.
+	var ours []Row
+	for i := 1; i < len(truth); i++ {
+		ours = append(ours, Row{Step: i - 1, Start: truth[i-1].End + 1, End: truth[i].End + 1,
+			Fields: map[string]float64{"step_time": 10e-9}})
+	}
+	res := Compare(truth, ours, 0, 0.05, []string{"period"})
+	if !res.OneToOne || res.Matched != 5 || !res.Pass() {
+		t.Fatalf("%+v", res)
+	}
+	// A step gpuprof merged (two truth steps in one) breaks one to one.
+	merged := append([]Row{}, ours[:2]...)
+	merged = append(merged, Row{Step: 2, Start: ours[2].Start, End: ours[3].End})
+	if res := Compare(truth, merged, 0, 0.05, nil); res.OneToOne {
+		t.Fatalf("merged steps passed as one to one: %+v", res)
+	}
+	// A required field absent from one side fails.
+	if res := Compare(truth, ours, 0, 0.05, []string{"compute_time"}); res.Pass() {
+		t.Fatal("missing required field passed")
+	}
+}
+
+func TestReadJSONL(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.jsonl")
+	os.WriteFile(path, []byte(`{"step":3,"t_start_ns":1700000000000000001,"t_end_ns":1700000000000000009,"step_time":0.5,"tag":"x"}`+"\n\n"), 0o644)
+	rs, err := ReadJSONL(path)
+	if err != nil || len(rs) != 1 {
+		t.Fatal(rs, err)
+	}
+	// Nanosecond stamps beyond float64's precision survive.
+	if rs[0].Start != 1700000000000000001 || rs[0].End != 1700000000000000009 || rs[0].Fields["step_time"] != 0.5 || rs[0].Step != 3 {
+		t.Fatalf("%+v", rs[0])
+	}
+	os.WriteFile(path, []byte(`{"step":1}`+"\n"), 0o644)
+	if _, err := ReadJSONL(path); err == nil {
+		t.Error("a line without t_end_ns read")
+	}
+}
