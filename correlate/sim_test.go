@@ -65,15 +65,7 @@ func merge(ths ...*thread) []events.Event {
 	for _, th := range ths {
 		all = append(all, th.evs...)
 	}
-	slices.SortStableFunc(all, func(a, b events.Event) int {
-		switch {
-		case a.End < b.End:
-			return -1
-		case a.End > b.End:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(all, events.CompareEnd)
 	return all
 }
 

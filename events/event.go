@@ -1,6 +1,7 @@
 package events
 
 import (
+	"cmp"
 	"math"
 
 	"github.com/gpuprof/gpuprof/cudaapi"
@@ -41,6 +42,10 @@ type Event struct {
 
 	Name string // kernel name, for KindKernelName
 }
+
+// CompareEnd orders events by return time (for slices.SortStableFunc):
+// the order in which the correlator wants them.
+func CompareEnd(a, b Event) int { return cmp.Compare(a.End, b.End) }
 
 // Desc returns the description of the event's entry point.
 func (e *Event) Desc() cudaapi.API {

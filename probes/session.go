@@ -256,15 +256,7 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 		// still in the ring buffer when they were made.
 		batch = append(batch, s.marks...)
 		s.marks = s.marks[:0]
-		slices.SortStableFunc(batch, func(a, b events.Event) int {
-			switch {
-			case a.End < b.End:
-				return -1
-			case a.End > b.End:
-				return 1
-			}
-			return 0
-		})
+		slices.SortStableFunc(batch, events.CompareEnd)
 		attached := s.rescan(rescan)
 		if mark, ok := s.sampleLaunches(time.Now()); ok {
 			s.marks = append(s.marks, mark)

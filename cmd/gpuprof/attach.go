@@ -2,26 +2,19 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-
-	"github.com/spf13/pflag"
 )
 
 func attachCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := pflag.NewFlagSet("attach", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("attach", stderr)
 	var pids []int
 	fs.IntSliceVarP(&pids, "pid", "p", nil, "the process to attach to (repeat for several)")
 	var f profileFlags
 	f.register(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
-		return usageErr("%v", err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if len(pids) == 0 {
 		return usageErr("attach needs --pid PID (find it with pgrep -f train.py)")

@@ -1,30 +1,23 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
-
-	"github.com/spf13/pflag"
 
 	"github.com/gpuprof/gpuprof/validate"
 )
 
 // compareCmd lines gpuprof's steps up with a job's own log.
 func compareCmd(args []string, stdout, stderr io.Writer) error {
-	fs := pflag.NewFlagSet("compare", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("compare", stderr)
 	truthPath := fs.String("truth", "", "the job's own log: one JSON object per step with t_start_ns, t_end_ns and fields in seconds")
 	stepsPath := fs.String("steps", "", "gpuprof's --jsonl output")
 	skip := fs.Int("skip", 5, "leave out truth steps numbered below this (warm-up)")
 	tol := fs.Float64("tolerance", 0.05, "largest relative difference of medians that passes")
 	required := fs.StringSlice("require", []string{"period", "compute_time", "step_time"}, "fields that must pass")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
-		return usageErr("%v", err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if *truthPath == "" || *stepsPath == "" {
 		return usageErr("compare needs --truth FILE and --steps FILE")

@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/spf13/pflag"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -72,6 +74,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case errors.As(err, &exit):
 		return exit.code
+	case errors.Is(err, errHelp):
+		return 0
 	case errors.Is(err, errUsage):
 		fmt.Fprintf(stderr, "gpuprof: %v\n", err)
 		return 2
@@ -96,4 +100,25 @@ func logLevel() slog.Level {
 
 func usageErr(format string, a ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{errUsage}, a...)...)
+}
+
+// errHelp ends a command after its --help was printed (exit status 0).
+var errHelp = errors.New("help shown")
+
+// newFlags returns a subcommand's flag set, printing its help to stderr.
+func newFlags(name string, stderr io.Writer) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// parseFlags parses a subcommand's arguments.
+func parseFlags(fs *pflag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return errHelp
+		}
+		return usageErr("%v", err)
+	}
+	return nil
 }

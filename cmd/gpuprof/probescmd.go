@@ -1,13 +1,10 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"text/tabwriter"
-
-	"github.com/spf13/pflag"
 
 	"github.com/gpuprof/gpuprof/cudaapi"
 	"github.com/gpuprof/gpuprof/probes"
@@ -15,15 +12,11 @@ import (
 
 // probesCmd shows what attach would put where in a process, and why not.
 func probesCmd(args []string, stdout, stderr io.Writer) error {
-	fs := pflag.NewFlagSet("probes", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("probes", stderr)
 	pid := fs.IntP("pid", "p", 0, "the process to inspect")
 	noLaunches := fs.Bool("no-launches", false, "leave out the launch-counting probes, as attach --no-launches does")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
-		return usageErr("%v", err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if *pid <= 0 {
 		return usageErr("probes needs --pid PID")

@@ -69,16 +69,19 @@ func openSession(f *profileFlags) (*probes.Session, error) {
 // profile follows the attached targets until ctx ends, the duration passes
 // or every target exits, then prints the summary.
 func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFlags, stdout, stderr io.Writer) error {
-	corr, err := correlate.New(f.correlateConfig())
+	live := report.NewLive(stderr, isTerminal(stderr))
+	if f.quiet {
+		live = report.NewLive(io.Discard, false)
+	}
+	st, err := newStepper(f, live)
 	if err != nil {
 		return err
 	}
-	var jsonl *report.JSONL
-	if f.jsonl != "" {
-		if jsonl, err = report.CreateJSONL(f.jsonl); err != nil {
-			return err
+	// Once steps are found, launches need counting only part of the time.
+	st.onAnchor = func(first bool, _ correlate.Anchor) {
+		if first && f.launchDuty < 1 {
+			sess.SampleLaunches(launchPeriod, time.Duration(f.launchDuty*float64(launchPeriod)))
 		}
-		defer jsonl.Close()
 	}
 	var trace *events.TraceWriter
 	if f.record != "" {
@@ -87,13 +90,10 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 			h.PIDs = append(h.PIDs, uint32(p))
 		}
 		if trace, err = events.CreateTrace(f.record, h); err != nil {
+			st.finish()
 			return err
 		}
 		defer trace.Close()
-	}
-	live := report.NewLive(stderr, isTerminal(stderr))
-	if f.quiet {
-		live = report.NewLive(io.Discard, false)
 	}
 	for _, pid := range pids {
 		for _, lp := range sess.Libraries(pid) {
@@ -108,44 +108,26 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		ctx, cancel = context.WithTimeout(ctx, f.duration)
 		defer cancel()
 	}
-	var writeErr error
-	emit := func(steps []correlate.Step) {
-		for _, s := range steps {
-			live.Step(s)
-			if jsonl != nil && writeErr == nil {
-				writeErr = jsonl.Write(s)
-			}
-		}
-	}
 	start := time.Now()
-	var anchor correlate.Anchor
+	var traceErr error
 	runErr := sess.Run(ctx, func(batch []events.Event, attached []probes.LibraryPlan) {
 		for _, lp := range attached {
 			noteAttached(live, lp)
 		}
 		for i := range batch {
-			if trace != nil && writeErr == nil {
-				writeErr = trace.Write(&batch[i])
+			if trace != nil && traceErr == nil {
+				traceErr = trace.Write(&batch[i])
 			}
-			steps := corr.Add(&batch[i])
-			if a, ok := corr.Anchor(); ok && (a.TID != anchor.TID || a.Calls != anchor.Calls) {
-				if anchor.TID == 0 && f.launchDuty < 1 {
-					sess.SampleLaunches(launchPeriod, time.Duration(f.launchDuty*float64(launchPeriod)))
-				}
-				anchor = a
-				live.Note(fmt.Sprintf("step boundary: %s on thread %d (%s)", a.Calls, a.TID, a.Reason))
-			}
-			emit(steps)
+			st.add(&batch[i])
 		}
 	})
-	emit(corr.Finish())
-	live.End()
+	outErr := st.finish()
 	if errors.Is(runErr, probes.ErrTargetsExited) {
 		fmt.Fprintf(stderr, "gpuprof: %s exited\n", pidList(pids))
 		runErr = nil
 	}
-	writeSummary(stdout, sess, corr, pidList(pids), time.Since(start))
-	return errors.Join(runErr, writeErr)
+	writeSummary(stdout, sess, st.corr, pidList(pids), time.Since(start))
+	return errors.Join(runErr, outErr, traceErr)
 }
 
 func noteAttached(live *report.Live, lp probes.LibraryPlan) {

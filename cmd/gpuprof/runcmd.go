@@ -8,23 +8,17 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
-
-	"github.com/spf13/pflag"
 )
 
 // runCmd starts a command and attaches to it at once: its executable and
 // loader are mapped when Start returns, so the loader hook sees every CUDA
 // library the command loads, long before its first step.
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("run", stderr)
 	var f profileFlags
 	f.register(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
-		return usageErr("%v", err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() == 0 {
 		return usageErr("run needs a command: gpuprof run [flags] -- python3 train.py")

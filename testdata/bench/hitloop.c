@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "driver_api.h"
+#include "fail.h"
 #include "runtime_api.h"
 
 /* The entry points used, typed from the stand-ins' prototypes. */
@@ -41,25 +42,6 @@ static struct {
 #undef FIELD
 } cu;
 
-__attribute__((noreturn, format(printf, 2, 3)))
-static void fail(int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("hitloop: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(code);
-}
-
-#define CHECK(call)                                                                         \
-	do {                                                                               \
-		int rc_ = (call);                                                          \
-		if (rc_ != 0)                                                              \
-			fail(1, "%s failed with error %d", #call, rc_);                    \
-	} while (0)
 
 /* What the loops work on, set up once. */
 static CUfunction func;         /* a driver kernel handle */

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "driver_api.h"
+#include "fail.h"
 #include "runtime_api.h"
 
 #define MIB (1024 * 1024)
@@ -40,29 +41,6 @@
 #define ENGINE_PAUSE_NS 5000000    /* 5 ms between engine rounds */
 #define NS_PER_BLOCK 1000          /* the stand-in runs a block in 1 us */
 #define THREADS_PER_BLOCK 256
-
-/* ---- Errors ---- */
-
-__attribute__((noreturn, format(printf, 2, 3)))
-static void fail(int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("demo-trainer: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(code);
-}
-
-/* Any CUDA failure ends the run: the truth log must describe a clean run. */
-#define CHECK(call)                                                                         \
-	do {                                                                               \
-		int rc_ = (call);                                                          \
-		if (rc_ != 0)                                                              \
-			fail(1, "%s failed with error %d", #call, rc_);                    \
-	} while (0)
 
 /* ---- Time ---- */
 
