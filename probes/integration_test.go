@@ -2,15 +2,12 @@ package probes
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -21,41 +18,15 @@ import (
 	"github.com/gpuprof/gpuprof/internal/testenv"
 )
 
-// demo is a running demo-trainer.
-type demo struct {
-	cmd   *exec.Cmd
-	truth string
-	done  chan error
-}
+// demo wraps testenv.Demo with reading its truth log.
+type demo struct{ *testenv.Demo }
 
-func startDemo(t *testing.T, args ...string) *demo {
-	t.Helper()
-	dir := testenv.Fixtures(t)
-	truth := filepath.Join(t.TempDir(), "truth.jsonl")
-	cmd := exec.Command(filepath.Join(dir, "demo-trainer"), append([]string{"--truth", truth}, args...)...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	d := &demo{cmd: cmd, truth: truth, done: make(chan error, 1)}
-	go func() {
-		err := cmd.Wait()
-		if err != nil {
-			err = fmt.Errorf("%w: %s", err, out.String())
-		}
-		d.done <- err
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-	})
-	return d
-}
+func startDemo(t *testing.T, args ...string) demo { return demo{testenv.StartDemo(t, args...)} }
 
 // truthSteps reads the demo's own log.
-func (d *demo) truthSteps(t *testing.T) []map[string]float64 {
+func (d demo) truthSteps(t *testing.T) []map[string]float64 {
 	t.Helper()
-	f, err := os.Open(d.truth)
+	f, err := os.Open(d.Truth)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,17 +43,7 @@ func (d *demo) truthSteps(t *testing.T) []map[string]float64 {
 	return rows
 }
 
-func (d *demo) wait(t *testing.T, within time.Duration) {
-	t.Helper()
-	select {
-	case err := <-d.done:
-		if err != nil {
-			t.Fatalf("demo failed: %v", err)
-		}
-	case <-time.After(within):
-		t.Fatalf("demo did not finish within %v", within)
-	}
-}
+func (d demo) wait(t *testing.T, within time.Duration) { d.Wait(t, within) }
 
 // collector runs a session and keeps its events.
 type collector struct {
@@ -135,8 +96,8 @@ func runFor(t *testing.T, s *Session, d time.Duration) (*collector, error) {
 func TestAttachToRunningProcess(t *testing.T) {
 	s := openSession(t)
 	d := startDemo(t, "--steps", "150", "--start-delay", "0.3")
-	waitForFile(t, d.cmd.Process.Pid, "libcuda.so.1")
-	plans, err := s.Attach(d.cmd.Process.Pid)
+	waitForFile(t, d.PID(), "libcuda.so.1")
+	plans, err := s.Attach(d.PID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +231,7 @@ func mappedAddress(maps, path string, off uint64) (uint64, bool) {
 func TestDetachLeavesTargetAsItWas(t *testing.T) {
 	s := openSession(t)
 	d := startDemo(t, "--steps", "300")
-	pid := d.cmd.Process.Pid
+	pid := d.PID()
 	waitForFile(t, pid, "libcuda.so.1")
 	plans, err := s.Attach(pid)
 	if err != nil {
@@ -298,8 +259,8 @@ func TestDetachLeavesTargetAsItWas(t *testing.T) {
 func TestTargetExitsMidRun(t *testing.T) {
 	s := openSession(t)
 	d := startDemo(t, "--steps", "40")
-	waitForFile(t, d.cmd.Process.Pid, "libcuda.so.1")
-	if _, err := s.Attach(d.cmd.Process.Pid); err != nil {
+	waitForFile(t, d.PID(), "libcuda.so.1")
+	if _, err := s.Attach(d.PID()); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -316,7 +277,7 @@ func TestTargetExitsMidRun(t *testing.T) {
 func TestLibraryLoadedAfterAttach(t *testing.T) {
 	s := openSession(t)
 	d := startDemo(t, "--steps", "60", "--load-delay", "1", "--start-delay", "0.1")
-	pid := d.cmd.Process.Pid
+	pid := d.PID()
 	waitForFile(t, pid, "demo-trainer")
 	plans, err := s.Attach(pid)
 	if err != nil {
@@ -352,7 +313,7 @@ func TestLibraryLoadedAfterAttach(t *testing.T) {
 func TestThreadStartedAfterAttach(t *testing.T) {
 	s := openSession(t)
 	d := startDemo(t, "--steps", "50", "--thread-delay", "1", "--engines", "0")
-	pid := d.cmd.Process.Pid
+	pid := d.PID()
 	waitForFile(t, pid, "libcuda.so.1")
 	before := threads(t, pid)
 	if _, err := s.Attach(pid); err != nil {

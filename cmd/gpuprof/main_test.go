@@ -130,21 +130,6 @@ func TestBadStepBoundary(t *testing.T) {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
-// demoRun starts the demo trainer with args and returns it and its truth log.
-func demoRun(t *testing.T, args ...string) (*exec.Cmd, string, *bytes.Buffer) {
-	t.Helper()
-	dir := testenv.Fixtures(t)
-	truth := filepath.Join(t.TempDir(), "truth.jsonl")
-	cmd := exec.Command(filepath.Join(dir, "demo-trainer"), append([]string{"--truth", truth}, args...)...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() })
-	return cmd, truth, &out
-}
-
 // checkAgainstTruth holds gpuprof's steps to the demo's own log: one to one,
 // step time, compute time and period within 5%.
 func checkAgainstTruth(t *testing.T, truthPath, stepsPath string) validate.Result {
@@ -169,22 +154,20 @@ func checkAgainstTruth(t *testing.T, truthPath, stepsPath string) validate.Resul
 
 func TestAttachMatchesDemoLog(t *testing.T) {
 	testenv.RequireRoot(t)
-	demo, truth, _ := demoRun(t, "--steps", "300", "--start-delay", "0.5")
+	demo := testenv.StartDemo(t, "--steps", "300", "--start-delay", "0.5")
 	steps := filepath.Join(t.TempDir(), "steps.jsonl")
 	trace := filepath.Join(t.TempDir(), "trace.jsonl.gz")
-	r := gpuprof(t, "attach", "--pid", itoa(demo.Process.Pid), "--jsonl", steps, "--record", trace)
+	r := gpuprof(t, "attach", "--pid", itoa(demo.PID()), "--jsonl", steps, "--record", trace)
 	if r.code != 0 {
 		t.Fatalf("attach: %+v", r)
 	}
-	if err := demo.Wait(); err != nil {
-		t.Fatalf("demo: %v", err)
-	}
+	demo.Wait(t, 10*time.Second)
 	for _, want := range []string{"steps", "step boundary: event elapsed-time read", "compute_time (cuda events)", "0 lost"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("summary lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	checkAgainstTruth(t, truth, steps)
+	checkAgainstTruth(t, demo.Truth, steps)
 
 	// Replaying the recorded trace gives the same steps.
 	replayed := filepath.Join(t.TempDir(), "replayed.jsonl")
@@ -226,8 +209,8 @@ func TestRunPassesOnExitStatus(t *testing.T) {
 
 func TestInterruptDetachesAndSummarises(t *testing.T) {
 	testenv.RequireRoot(t)
-	demo, truth, _ := demoRun(t, "--steps", "400")
-	cmd := exec.Command(gpuprofBin, "attach", "--pid", itoa(demo.Process.Pid))
+	demo := testenv.StartDemo(t, "--steps", "400")
+	cmd := exec.Command(gpuprofBin, "attach", "--pid", itoa(demo.PID()))
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
@@ -241,11 +224,8 @@ func TestInterruptDetachesAndSummarises(t *testing.T) {
 	if !strings.Contains(out.String(), "steps") || !strings.Contains(out.String(), "step_time") {
 		t.Errorf("no summary after Ctrl-C:\n%s", out.String())
 	}
-	// The demo carries on to its end.
-	if err := demo.Wait(); err != nil {
-		t.Fatalf("demo after detach: %v", err)
-	}
-	rows, err := validate.ReadJSONL(truth)
+	demo.Wait(t, 30*time.Second) // the demo carries on to its end
+	rows, err := validate.ReadJSONL(demo.Truth)
 	if err != nil || len(rows) != 400 {
 		t.Fatalf("demo logged %d steps (%v), want 400", len(rows), err)
 	}
@@ -256,15 +236,15 @@ func TestWorksWithoutTracefs(t *testing.T) {
 	if _, err := exec.LookPath("unshare"); err != nil {
 		testenv.Skip(t, "needs unshare(1) to unmount tracefs in a private mount namespace")
 	}
-	demo, truth, _ := demoRun(t, "--steps", "200", "--start-delay", "0.3")
+	demo := testenv.StartDemo(t, "--steps", "200", "--start-delay", "0.3")
 	steps := filepath.Join(t.TempDir(), "steps.jsonl")
 	script := `for m in /sys/kernel/tracing /sys/kernel/debug/tracing; do umount $m 2>/dev/null; done
 if [ -e /sys/kernel/tracing/uprobe_events ] || [ -e /sys/kernel/debug/tracing/uprobe_events ]; then echo "tracefs still mounted" >&2; exit 99; fi
 exec "$0" attach --pid "$1" --jsonl "$2"`
-	r := runCommand(t, exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c", script, gpuprofBin, itoa(demo.Process.Pid), steps))
+	r := runCommand(t, exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c", script, gpuprofBin, itoa(demo.PID()), steps))
 	if r.code != 0 {
 		t.Fatalf("attach without tracefs: %+v", r)
 	}
-	demo.Wait()
-	checkAgainstTruth(t, truth, steps)
+	demo.Wait(t, 10*time.Second)
+	checkAgainstTruth(t, demo.Truth, steps)
 }

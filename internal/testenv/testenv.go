@@ -5,11 +5,14 @@
 package testenv
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Skip skips, or fails when integration tests are required.
@@ -64,4 +67,51 @@ func Fixtures(t testing.TB) string {
 		t.Fatalf("build testdata fixtures (make -C testdata): %v\n%s", buildErr, buildOut)
 	}
 	return filepath.Join(dir, "build")
+}
+
+// Demo is a running demo-trainer (testdata/demo) logging its own truth.
+type Demo struct {
+	Cmd   *exec.Cmd
+	Truth string // its truth log
+	out   bytes.Buffer
+	done  chan error
+}
+
+// StartDemo starts the demo trainer with args; it is killed when the test
+// ends.
+func StartDemo(t testing.TB, args ...string) *Demo {
+	t.Helper()
+	dir := Fixtures(t)
+	d := &Demo{Truth: filepath.Join(t.TempDir(), "truth.jsonl"), done: make(chan error, 1)}
+	d.Cmd = exec.Command(filepath.Join(dir, "demo-trainer"), append([]string{"--truth", d.Truth}, args...)...)
+	d.Cmd.Stdout, d.Cmd.Stderr = &d.out, &d.out
+	if err := d.Cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		err := d.Cmd.Wait()
+		if err != nil {
+			err = fmt.Errorf("demo-trainer: %w: %s", err, d.out.String())
+		}
+		d.done <- err
+	}()
+	t.Cleanup(func() { d.Cmd.Process.Kill() })
+	return d
+}
+
+// PID is the demo's process ID.
+func (d *Demo) PID() int { return d.Cmd.Process.Pid }
+
+// Wait waits for the demo to exit, failing the test if it fails or
+// outlives within.
+func (d *Demo) Wait(t testing.TB, within time.Duration) {
+	t.Helper()
+	select {
+	case err := <-d.done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(within):
+		t.Fatalf("demo-trainer did not finish within %v", within)
+	}
 }

@@ -23,7 +23,7 @@
 #include <time.h>
 
 #include "driver_api.h"
-#include "fail.h"
+#include "testprog.h"
 #include "runtime_api.h"
 
 /* The entry points used, typed from the stand-ins' prototypes. */
@@ -197,28 +197,6 @@ static void setup(void)
 	setup_events();
 	CHECK(cu.cudaMalloc(&dev_buf, COPY_BYTES));
 	CHECK(cu.cudaMallocHost(&host_buf, COPY_BYTES));
-}
-
-static void *open_lib(const char *dir, const char *file)
-{
-	char path[PATH_MAX];
-	void *h;
-
-	if (snprintf(path, sizeof(path), "%s/%s", dir, file) >= (int)sizeof(path))
-		fail(1, "library path too long: %s/%s", dir, file);
-	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	if (h == NULL)
-		fail(1, "cannot load %s", dlerror());
-	return h;
-}
-
-static void *symbol(void *lib, const char *name)
-{
-	void *p = dlsym(lib, name);
-
-	if (p == NULL)
-		fail(1, "no symbol %s: %s", name, dlerror());
-	return p;
 }
 
 static uint64_t now_ns(void)

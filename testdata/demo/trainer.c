@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "driver_api.h"
-#include "fail.h"
+#include "testprog.h"
 #include "runtime_api.h"
 
 #define MIB (1024 * 1024)
@@ -185,35 +185,13 @@ static struct {
 #undef FIELD
 } cu;
 
-static void *open_lib(const char *dir, const char *file)
-{
-	char path[PATH_MAX];
-	void *h;
-
-	if (snprintf(path, sizeof(path), "%s/%s", dir, file) >= (int)sizeof(path))
-		fail(1, "library path too long: %s/%s", dir, file);
-	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	if (h == NULL)
-		fail(1, "cannot load %s", dlerror());
-	return h;
-}
-
-static void *symbol(void *lib, const char *file, const char *name)
-{
-	void *p = dlsym(lib, name);
-
-	if (p == NULL)
-		fail(1, "%s has no symbol %s", file, name);
-	return p;
-}
-
 static void load_cuda(const char *libdir)
 {
 	void *rt = open_lib(libdir, "libcudart.so.13");
 	void *drv = open_lib(libdir, "libcuda.so.1");
 
-#define RT(name) cu.name = (__typeof__(cu.name))symbol(rt, "libcudart.so.13", #name);
-#define DRV(name) cu.name = (__typeof__(cu.name))symbol(drv, "libcuda.so.1", #name);
+#define RT(name) cu.name = (__typeof__(cu.name))symbol(rt, #name);
+#define DRV(name) cu.name = (__typeof__(cu.name))symbol(drv, #name);
 	RUNTIME_FUNCS(RT)
 	DRIVER_FUNCS(DRV)
 #undef RT
