@@ -9,29 +9,6 @@
 
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
-/* open_lib loads dir/file like PyTorch loads CUDA: dlopen, no link. */
-static inline void *open_lib(const char *dir, const char *file)
-{
-	char path[PATH_MAX];
-	void *h;
-
-	if (snprintf(path, sizeof(path), "%s/%s", dir, file) >= (int)sizeof(path))
-		fail(1, "library path too long: %s/%s", dir, file);
-	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	if (h == NULL)
-		fail(1, "cannot load %s", dlerror());
-	return h;
-}
-
-static inline void *symbol(void *lib, const char *name)
-{
-	void *p = dlsym(lib, name);
-
-	if (p == NULL)
-		fail(1, "no symbol %s: %s", name, dlerror());
-	return p;
-}
-
 #endif
 #include <dlfcn.h>
 #include <errno.h>
