@@ -29,7 +29,10 @@ type Summary struct {
 	Attached float64
 	Run      correlate.Summary
 	Kernels  []Kernel // most launched first
-	Loss     Loss
+	// LaunchSampling says how launches were counted when not all were
+	// ("launches counted 1 s in every 10 s once steps were found").
+	LaunchSampling string
+	Loss           Loss
 }
 
 // WriteSummary prints the end-of-run summary.
@@ -73,6 +76,9 @@ func WriteSummary(w io.Writer, s Summary) {
 				t.Calls, t.Syncs, Duration(t.SyncTime), Bytes(float64(t.H2DBytes)), Bytes(float64(t.D2HBytes)))
 		}
 		tw.Flush()
+	}
+	if s.LaunchSampling != "" {
+		fmt.Fprintf(w, "launches counted %s: per-step launch figures are from those steps, kernel counts below are samples\n", s.LaunchSampling)
 	}
 	if len(s.Kernels) > 0 {
 		fmt.Fprintln(w, "most launched kernels:")

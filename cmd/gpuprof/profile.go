@@ -110,9 +110,19 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	}
 	start := time.Now()
 	var traceErr error
+	var lost uint64
+	lastCheck := start
 	runErr := sess.Run(ctx, func(batch []events.Event, attached []probes.LibraryPlan) {
 		for _, lp := range attached {
 			noteAttached(live, lp)
+		}
+		// Say so as soon as events are lost, not only in the summary.
+		if now := time.Now(); now.Sub(lastCheck) >= time.Second {
+			lastCheck = now
+			if n := sess.Stats().Lost(); n > lost {
+				live.Note(fmt.Sprintf("gpuprof: %d events lost so far (ring buffer full): steps around them may be merged", n))
+				lost = n
+			}
 		}
 		for i := range batch {
 			if trace != nil && traceErr == nil {
@@ -126,7 +136,12 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		fmt.Fprintf(stderr, "gpuprof: %s exited\n", pidList(pids))
 		runErr = nil
 	}
-	writeSummary(stdout, sess, st.corr, pidList(pids), time.Since(start))
+	sampling := ""
+	if st.anchor.TID != 0 && f.launchDuty < 1 && !f.noLaunches {
+		on := time.Duration(f.launchDuty * float64(launchPeriod))
+		sampling = fmt.Sprintf("%v in every %v once steps were found", on, launchPeriod)
+	}
+	writeSummary(stdout, sess, st.corr, pidList(pids), time.Since(start), sampling)
 	return errors.Join(runErr, outErr, traceErr)
 }
 
@@ -141,9 +156,9 @@ func noteAttached(live *report.Live, lp probes.LibraryPlan) {
 	live.Note(msg)
 }
 
-func writeSummary(w io.Writer, sess *probes.Session, corr *correlate.Correlator, target string, attached time.Duration) {
+func writeSummary(w io.Writer, sess *probes.Session, corr *correlate.Correlator, target string, attached time.Duration, sampling string) {
 	st := sess.Stats()
-	s := report.Summary{Target: target, Attached: attached.Seconds(), Run: corr.Summary(),
+	s := report.Summary{Target: target, Attached: attached.Seconds(), Run: corr.Summary(), LaunchSampling: sampling,
 		Loss: report.Loss{Delivered: st.Events, RingbufFull: st.RingbufFull, BadRecords: st.BadRecords,
 			StaleCalls: st.StaleCalls, KernelsFull: st.KernelMapFull}}
 	if kl, err := sess.KernelLaunches(); err == nil {
