@@ -22,46 +22,90 @@ func TestReplayRecordedTraces(t *testing.T) {
 	}
 	for _, trace := range traces {
 		name := filepath.Base(filepath.Dir(trace)) + "/" + filepath.Base(trace)
-		t.Run(name, func(t *testing.T) {
-			truthPath := trace[:len(trace)-len(".trace.jsonl.gz")] + ".truth.jsonl.gz"
-			truth, err := validate.ReadJSONL(truthPath)
-			if err != nil {
-				t.Fatal(err)
+		truthPath := trace[:len(trace)-len(".trace.jsonl.gz")] + ".truth.jsonl.gz"
+		truth, err := validate.ReadJSONL(truthPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, evs, unknown, err := events.ReadTrace(trace)
+		if err != nil || unknown != 0 {
+			t.Fatalf("read trace: %v (%d unknown events)", err, unknown)
+		}
+		for _, sampled := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/sampled=%v", name, sampled), func(t *testing.T) {
+				steps := replay(t, evs, h.NoLaunchCounts, sampled)
+				checkSteps(t, truth, steps)
+			})
+		}
+	}
+}
+
+// replay cuts events into steps. sampled replays them as gpuprof attach
+// sees them by default: once the step boundary is found, launch probes are
+// attached 1 s in every 10 s, and launches made while they are not go
+// uncounted.
+func replay(t *testing.T, evs []events.Event, noLaunches, sampled bool) []correlate.Step {
+	t.Helper()
+	c, err := correlate.New(correlate.Config{NoLaunchCounts: noLaunches})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const period, on = 10e9, 1e9
+	var steps []correlate.Step
+	var next uint64 // next on/off switch; 0 until the boundary is found
+	counting := true
+	for _, e := range evs {
+		for next != 0 && e.End >= next {
+			counting = !counting
+			mark := events.Event{Kind: events.KindLaunchProbes, Start: next, End: next}
+			if counting {
+				mark.Out = 1
+				next += on
+			} else {
+				next += period - on
 			}
-			h, evs, unknown, err := events.ReadTrace(trace)
-			if err != nil || unknown != 0 {
-				t.Fatalf("read trace: %v (%d unknown events)", err, unknown)
-			}
-			c, err := correlate.New(correlate.Config{NoLaunchCounts: h.NoLaunchCounts})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var steps []correlate.Step
-			for i := range evs {
-				steps = append(steps, c.Add(&evs[i])...)
-			}
-			steps = append(steps, c.Finish()...)
-			ours := make([]validate.Row, len(steps))
-			for i, s := range steps {
-				ours[i] = validate.Row{Step: s.Index, Start: s.StartNS, End: s.EndNS,
-					Fields: map[string]float64{"step_time": s.StepTime, "compute_time": s.ComputeTime}}
-			}
-			required := []string{"period", "compute_time"}
-			wait, _ := validate.Median(truth, "dispatch_wait", 5)
-			stepTime, _ := validate.Median(truth, "step_time", 5)
-			if wait <= 0.01*stepTime {
-				required = append(required, "step_time")
-			}
-			res := validate.Compare(truth, ours, 5, 0.05, required)
-			for _, f := range res.Fields {
-				t.Logf("%-13s truth %.6f gpuprof %.6f (%+.2f%%) required=%v", f.Name, f.Truth, f.Ours, 100*(f.Ours-f.Truth)/f.Truth, f.Required)
-			}
-			if !res.OneToOne {
-				t.Errorf("%d steps, %d matched to the truth's %d: not one to one", res.Ours, res.Matched, len(truth))
-			}
-			if !res.Pass() {
-				t.Errorf("not within 5%%: %s", fmt.Sprint(res.Fields))
-			}
-		})
+			steps = append(steps, c.Add(&mark)...)
+		}
+		if !counting {
+			e.Launches, e.GraphLaunches, e.LaunchFirst, e.LaunchLast = 0, 0, 0, 0
+		}
+		steps = append(steps, c.Add(&e)...)
+		if _, ok := c.Anchor(); ok && sampled && next == 0 {
+			next = e.End + on
+		}
+	}
+	return append(steps, c.Finish()...)
+}
+
+// checkSteps holds steps to the truth: one to one, compute time and step
+// period within 5%, and step time too where the truth shows no dispatch
+// wait.
+func checkSteps(t *testing.T, truth []validate.Row, steps []correlate.Step) {
+	t.Helper()
+	ours := make([]validate.Row, len(steps))
+	counted := 0
+	for i, s := range steps {
+		ours[i] = validate.Row{Step: s.Index, Start: s.StartNS, End: s.EndNS,
+			Fields: map[string]float64{"step_time": s.StepTime, "compute_time": s.ComputeTime}}
+		if s.LaunchesCounted {
+			counted++
+		}
+	}
+	required := []string{"period", "compute_time"}
+	wait, _ := validate.Median(truth, "dispatch_wait", 5)
+	stepTime, _ := validate.Median(truth, "step_time", 5)
+	if wait <= 0.01*stepTime {
+		required = append(required, "step_time")
+	}
+	res := validate.Compare(truth, ours, 5, 0.05, required)
+	t.Logf("%d steps, %d with launch counts", len(steps), counted)
+	for _, f := range res.Fields {
+		t.Logf("%-13s truth %.6f gpuprof %.6f (%+.2f%%) required=%v", f.Name, f.Truth, f.Ours, 100*(f.Ours-f.Truth)/f.Truth, f.Required)
+	}
+	if !res.OneToOne {
+		t.Errorf("%d steps, %d matched to the truth's %d: not one to one", res.Ours, res.Matched, len(truth))
+	}
+	if !res.Pass() {
+		t.Errorf("not within 5%%: %s", fmt.Sprint(res.Fields))
 	}
 }
