@@ -30,20 +30,75 @@ func (p Placement) String() string {
 	return fmt.Sprintf("+%d %s, %s", p.Offset, p.Insn, how)
 }
 
-// Place chooses the probe offset for a function whose first bytes are code.
+// Place chooses the probe offset for a function whose first bytes are code:
+// the first emulated instruction, if only instructions that leave the stack
+// pointer and the argument registers alone come before it (endbr64, or a
+// constant loaded into a scratch register, as in CPython 3.10's
+// PyThread_acquire_lock_timed). There the probe still sees the arguments
+// and, for a return probe, the return address at the stack pointer.
 func Place(code []byte) Placement {
-	if bytes.HasPrefix(code, endbr64) {
-		rest := code[len(endbr64):]
-		if next, err := x86asm.Decode(rest, 64); err == nil && emulated(next, rest) {
-			return Placement{Offset: uint64(len(endbr64)), Insn: insnText(next), Emulated: true}
+	first := Placement{Insn: "undecodable"}
+	off := 0
+	for i := 0; i < 4 && off < len(code); i++ {
+		rest := code[off:]
+		var inst x86asm.Inst
+		var err error
+		if bytes.HasPrefix(rest, endbr64) {
+			inst, err = x86asm.Inst{Len: len(endbr64)}, nil
+		} else if inst, err = x86asm.Decode(rest, 64); err != nil {
+			break
 		}
-		return Placement{Insn: "endbr64"}
+		text := "endbr64"
+		if inst.Op != 0 {
+			text = insnText(inst)
+		}
+		if i == 0 {
+			first.Insn = text
+		}
+		if inst.Op != 0 && emulated(inst, rest) {
+			return Placement{Offset: uint64(off), Insn: text, Emulated: true}
+		}
+		if inst.Op != 0 && !skippable(inst) {
+			break
+		}
+		off += inst.Len
 	}
-	first, err := x86asm.Decode(code, 64)
-	if err != nil {
-		return Placement{Insn: "undecodable"}
+	return first
+}
+
+// skippable reports whether a probe may go after inst: it moves data into
+// a register that holds no argument and is not the stack pointer, with no
+// branch.
+func skippable(inst x86asm.Inst) bool {
+	switch inst.Op {
+	case x86asm.MOV, x86asm.LEA, x86asm.XOR:
+	default:
+		return false
 	}
-	return Placement{Insn: insnText(first), Emulated: emulated(first, code)}
+	dst, ok := inst.Args[0].(x86asm.Reg)
+	if !ok {
+		return false
+	}
+	switch regFamily(dst) {
+	case x86asm.RSP, x86asm.RDI, x86asm.RSI, x86asm.RDX, x86asm.RCX, x86asm.R8, x86asm.R9:
+		return false
+	}
+	return true
+}
+
+// regFamily maps a register of any width to its 64-bit name.
+func regFamily(r x86asm.Reg) x86asm.Reg {
+	switch {
+	case r >= x86asm.RAX && r <= x86asm.R15:
+		return r
+	case r >= x86asm.EAX && r <= x86asm.R15L:
+		return x86asm.RAX + (r - x86asm.EAX)
+	case r >= x86asm.AX && r <= x86asm.R15W:
+		return x86asm.RAX + (r - x86asm.AX)
+	}
+	// Byte registers (and anything else) are treated as an argument
+	// register: never skipped.
+	return x86asm.RDI
 }
 
 // endbr64's fixed encoding; x86asm decodes it as a bare REP prefix.
