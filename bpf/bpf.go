@@ -9,6 +9,8 @@ type (
 	Event     = gpuprofEvent
 	NameEvent = gpuprofNameEvent
 	KernelKey = gpuprofKernelKey
+	PyLayout  = gpuprofPyLayout
+	PyEvent   = gpuprofPyEvent
 	Objects   = gpuprofObjects
 	Programs  = gpuprofPrograms
 	Maps      = gpuprofMaps
@@ -20,6 +22,7 @@ const (
 	KindCall       = 1
 	KindKernelName = 2
 	KindLibLoad    = 3
+	KindPyWait     = 5
 )
 
 // Counters in the stats map.

@@ -16,6 +16,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define EV_CALL 1
 #define EV_KERNEL_NAME 2
 #define EV_LIB_LOAD 3
+#define EV_PY_WAIT 5
 
 // Attach cookie layout, written by probes/cookie.go.
 #define COOKIE_API(c) ((c) & 0xffff)
@@ -86,6 +87,7 @@ struct call_slot {
 struct thread_state {
 	struct call_slot rt;
 	struct call_slot drv;
+	struct call_slot py; // a blocking PyThread_acquire_lock_timed
 	__u64 launch_first_ns;
 	__u64 launch_last_ns;
 	__u32 launches;
@@ -98,10 +100,58 @@ struct kernel_key {
 	__u64 func;
 };
 
+// Where CPython keeps what the frame walk needs, for one process (its
+// version's struct offsets and the address of _PyRuntime). probes/python.go
+// fills it; -1 marks a field the version does not have.
+struct py_layout {
+	__u64 runtime;        // &_PyRuntime in the process
+	__u32 interp_main;    // _PyRuntime.interpreters.main
+	__u32 threads_head;   // PyInterpreterState: first thread state
+	__u32 tstate_next;    // PyThreadState.next
+	__u32 tstate_id;      // native_thread_id, or thread_id (pthread_self) if id_is_pthread
+	__u32 tstate_frame;   // PyThreadState: frame (3.10), cframe (3.11-3.12), current_frame (3.13)
+	__s32 cframe_current; // _PyCFrame.current_frame, or -1
+	__u32 frame_code;     // f_code / f_executable
+	__u32 frame_previous; // f_back / previous
+	__s32 frame_owner;    // owner, or -1
+	__u32 code_name;      // co_qualname (co_name before 3.11)
+	__u32 code_filename;  // co_filename
+	__u32 unicode_data;   // where a compact ASCII string's characters start
+	__u32 id_is_pthread;
+	__u32 pad;
+};
+
+#define PY_FRAMES 4
+#define PY_FUNC_LEN 64
+#define PY_FILE_LEN 128
+#define PY_MAX_THREADS 256
+
+struct py_frame {
+	char func[PY_FUNC_LEN];
+	char file[PY_FILE_LEN];
+};
+
+// A Python thread blocked on a lock: which functions were waiting, from the
+// innermost frame out, and for how long.
+struct py_event {
+	__u8 kind;
+	__u8 nframes;
+	__u16 pad0;
+	__u32 pid;
+	__u32 tid;
+	__u32 ret; // PyLockStatus: 1 acquired, 0 timed out, 2 interrupted
+	__u64 start_ns;
+	__u64 end_ns;
+	__s64 timeout_us;
+	struct py_frame frames[PY_FRAMES];
+};
+
 // Force the generated Go types.
 const struct event *unused_event __attribute__((unused));
 const struct name_event *unused_name_event __attribute__((unused));
 const struct kernel_key *unused_kernel_key __attribute__((unused));
+const struct py_layout *unused_py_layout __attribute__((unused));
+const struct py_event *unused_py_event __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -125,6 +175,14 @@ struct {
 	__type(value, __u64);
 } kernels SEC(".maps");
 
+// CPython layouts, by process.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct py_layout);
+} python SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, NSTATS);
@@ -134,6 +192,18 @@ struct {
 
 // Wake the reader only when this many bytes wait; below it the reader polls.
 volatile const __u64 wakeup_bytes = 1 << 20;
+
+// Python lock waits shorter than this are not reported.
+volatile const __u64 py_min_wait_ns = 50000;
+
+// The task fields read through BTF (CO-RE): fsbase is pthread_self() on
+// x86-64, which CPython 3.10 keeps as the thread's id.
+struct thread_struct {
+	unsigned long fsbase;
+} __attribute__((preserve_access_index));
+struct task_struct {
+	struct thread_struct thread;
+} __attribute__((preserve_access_index));
 
 static __always_inline void count(__u32 stat)
 {
@@ -343,6 +413,120 @@ int lib_load(struct pt_regs *ctx)
 	e->start_ns = e->end_ns = bpf_ktime_get_ns();
 	// Wake the reader now: a library was just loaded and waits for probes.
 	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	return 0;
+}
+
+// PyThread_acquire_lock_timed(lock, microseconds, intr_flag): a timeout of
+// 0 is a non-blocking try (made with the GIL held, cheap to leave alone);
+// anything else may block with the GIL released, which is what a thread
+// waiting in queue.Queue.get, Event.wait or Condition.wait does.
+SEC("uprobe.multi")
+int py_lock_entry(struct pt_regs *ctx)
+{
+	__s64 timeout = PT_REGS_PARM2(ctx);
+	if (timeout == 0)
+		return 0;
+	struct thread_state *ts = thread_state(1);
+	if (!ts)
+		return 0;
+	ts->py.sp = PT_REGS_SP(ctx);
+	ts->py.args[1] = timeout;
+	ts->py.start_ns = bpf_ktime_get_ns();
+	return 0;
+}
+
+static __always_inline __u64 read_ptr(__u64 addr)
+{
+	__u64 v = 0;
+	bpf_probe_read_user(&v, sizeof(v), (void *)addr);
+	return v;
+}
+
+// py_tstate finds the calling thread's PyThreadState by walking the main
+// interpreter's thread list: with the GIL released there is no "current"
+// thread state to read.
+static __always_inline __u64 py_tstate(struct py_layout *l)
+{
+	__u64 want = (__u32)bpf_get_current_pid_tgid();
+	if (l->id_is_pthread)
+		want = bpf_get_current_task_btf()->thread.fsbase;
+	__u64 interp = read_ptr(l->runtime + l->interp_main);
+	if (!interp)
+		return 0;
+	__u64 ts = read_ptr(interp + l->threads_head);
+	for (int i = 0; i < PY_MAX_THREADS && ts; i++) {
+		__u64 id = read_ptr(ts + l->tstate_id);
+		if (id == want)
+			return ts;
+		ts = read_ptr(ts + l->tstate_next);
+	}
+	return 0;
+}
+
+// py_frames reads up to PY_FRAMES frames, innermost first, skipping the
+// C-stack shim frames of 3.12 and later.
+static __always_inline __u8 py_frames(struct py_layout *l, __u64 tstate, struct py_event *e)
+{
+	__u64 frame = read_ptr(tstate + l->tstate_frame);
+	if (l->cframe_current >= 0 && frame)
+		frame = read_ptr(frame + l->cframe_current);
+	__u8 n = 0;
+	for (int i = 0; i < 2 * PY_FRAMES && frame; i++) {
+		__u8 owner = 0;
+		if (l->frame_owner >= 0)
+			bpf_probe_read_user(&owner, 1, (void *)(frame + l->frame_owner));
+		if (owner != 3) { // FRAME_OWNED_BY_CSTACK
+			__u64 code = read_ptr(frame + l->frame_code);
+			if (n < PY_FRAMES && code) {
+				__u64 name = read_ptr(code + l->code_name);
+				__u64 file = read_ptr(code + l->code_filename);
+				bpf_probe_read_user_str(e->frames[n].func, PY_FUNC_LEN, (void *)(name + l->unicode_data));
+				bpf_probe_read_user_str(e->frames[n].file, PY_FILE_LEN, (void *)(file + l->unicode_data));
+				n++;
+			}
+		}
+		frame = read_ptr(frame + l->frame_previous);
+	}
+	return n;
+}
+
+SEC("uretprobe.multi")
+int py_lock_return(struct pt_regs *ctx)
+{
+	struct thread_state *ts = thread_state(0);
+	if (!ts || !ts->py.start_ns)
+		return 0;
+	__u64 sp = PT_REGS_SP(ctx), start = ts->py.start_ns;
+	if (sp <= ts->py.sp)
+		return 0;
+	ts->py.start_ns = 0;
+	if (sp > ts->py.sp + 16)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	if (now - start < py_min_wait_ns)
+		return 0;
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 pid = id >> 32;
+	struct py_layout *l = bpf_map_lookup_elem(&python, &pid);
+	if (!l)
+		return 0;
+	struct py_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(STAT_RINGBUF_FULL);
+		return 0;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->kind = EV_PY_WAIT;
+	e->pid = pid;
+	e->tid = (__u32)id;
+	e->ret = PT_REGS_RC(ctx);
+	e->start_ns = start;
+	e->end_ns = now;
+	e->timeout_us = ts->py.args[1];
+	__u64 tstate = py_tstate(l);
+	if (tstate)
+		e->nframes = py_frames(l, tstate, e);
+	bpf_ringbuf_submit(e, ringbuf_flags());
 	return 0;
 }
 

@@ -53,6 +53,43 @@ type gpuprofNameEvent struct {
 	Name   [128]int8
 }
 
+type gpuprofPyEvent struct {
+	_         structs.HostLayout
+	Kind      uint8
+	Nframes   uint8
+	Pad0      uint16
+	Pid       uint32
+	Tid       uint32
+	Ret       uint32
+	StartNs   uint64
+	EndNs     uint64
+	TimeoutUs int64
+	Frames    [4]struct {
+		_    structs.HostLayout
+		Func [64]int8
+		File [128]int8
+	}
+}
+
+type gpuprofPyLayout struct {
+	_             structs.HostLayout
+	Runtime       uint64
+	InterpMain    uint32
+	ThreadsHead   uint32
+	TstateNext    uint32
+	TstateId      uint32
+	TstateFrame   uint32
+	CframeCurrent int32
+	FrameCode     uint32
+	FramePrevious uint32
+	FrameOwner    int32
+	CodeName      uint32
+	CodeFilename  uint32
+	UnicodeData   uint32
+	IdIsPthread   uint32
+	Pad           uint32
+}
+
 type gpuprofThreadState struct {
 	_  structs.HostLayout
 	Rt struct {
@@ -63,6 +100,13 @@ type gpuprofThreadState struct {
 		Args    [5]uint64
 	}
 	Drv struct {
+		_       structs.HostLayout
+		StartNs uint64
+		Sp      uint64
+		Cookie  uint64
+		Args    [5]uint64
+	}
+	Py struct {
 		_       structs.HostLayout
 		StartNs uint64
 		Sp      uint64
@@ -81,6 +125,7 @@ type gpuprofThreadState struct {
 const (
 	gpuprofMapEvents          = "events"
 	gpuprofMapKernels         = "kernels"
+	gpuprofMapPython          = "python"
 	gpuprofMapStats           = "stats"
 	gpuprofMapThreads         = "threads"
 	gpuprofProgApiEntry       = "api_entry"
@@ -88,9 +133,14 @@ const (
 	gpuprofProgBare           = "bare"
 	gpuprofProgLaunchEntry    = "launch_entry"
 	gpuprofProgLibLoad        = "lib_load"
+	gpuprofProgPyLockEntry    = "py_lock_entry"
+	gpuprofProgPyLockReturn   = "py_lock_return"
+	gpuprofVarPyMinWaitNs     = "py_min_wait_ns"
 	gpuprofVarUnusedEvent     = "unused_event"
 	gpuprofVarUnusedKernelKey = "unused_kernel_key"
 	gpuprofVarUnusedNameEvent = "unused_name_event"
+	gpuprofVarUnusedPyEvent   = "unused_py_event"
+	gpuprofVarUnusedPyLayout  = "unused_py_layout"
 	gpuprofVarWakeupBytes     = "wakeup_bytes"
 )
 
@@ -136,11 +186,13 @@ type gpuprofSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type gpuprofProgramSpecs struct {
-	ApiEntry    *ebpf.ProgramSpec `ebpf:"api_entry"`
-	ApiReturn   *ebpf.ProgramSpec `ebpf:"api_return"`
-	Bare        *ebpf.ProgramSpec `ebpf:"bare"`
-	LaunchEntry *ebpf.ProgramSpec `ebpf:"launch_entry"`
-	LibLoad     *ebpf.ProgramSpec `ebpf:"lib_load"`
+	ApiEntry     *ebpf.ProgramSpec `ebpf:"api_entry"`
+	ApiReturn    *ebpf.ProgramSpec `ebpf:"api_return"`
+	Bare         *ebpf.ProgramSpec `ebpf:"bare"`
+	LaunchEntry  *ebpf.ProgramSpec `ebpf:"launch_entry"`
+	LibLoad      *ebpf.ProgramSpec `ebpf:"lib_load"`
+	PyLockEntry  *ebpf.ProgramSpec `ebpf:"py_lock_entry"`
+	PyLockReturn *ebpf.ProgramSpec `ebpf:"py_lock_return"`
 }
 
 // gpuprofMapSpecs contains maps before they are loaded into the kernel.
@@ -149,6 +201,7 @@ type gpuprofProgramSpecs struct {
 type gpuprofMapSpecs struct {
 	Events  *ebpf.MapSpec `ebpf:"events"`
 	Kernels *ebpf.MapSpec `ebpf:"kernels"`
+	Python  *ebpf.MapSpec `ebpf:"python"`
 	Stats   *ebpf.MapSpec `ebpf:"stats"`
 	Threads *ebpf.MapSpec `ebpf:"threads"`
 }
@@ -157,9 +210,12 @@ type gpuprofMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type gpuprofVariableSpecs struct {
+	PyMinWaitNs     *ebpf.VariableSpec `ebpf:"py_min_wait_ns"`
 	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedKernelKey *ebpf.VariableSpec `ebpf:"unused_kernel_key"`
 	UnusedNameEvent *ebpf.VariableSpec `ebpf:"unused_name_event"`
+	UnusedPyEvent   *ebpf.VariableSpec `ebpf:"unused_py_event"`
+	UnusedPyLayout  *ebpf.VariableSpec `ebpf:"unused_py_layout"`
 	WakeupBytes     *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
@@ -185,6 +241,7 @@ func (o *gpuprofObjects) Close() error {
 type gpuprofMaps struct {
 	Events  *ebpf.Map `ebpf:"events"`
 	Kernels *ebpf.Map `ebpf:"kernels"`
+	Python  *ebpf.Map `ebpf:"python"`
 	Stats   *ebpf.Map `ebpf:"stats"`
 	Threads *ebpf.Map `ebpf:"threads"`
 }
@@ -193,6 +250,7 @@ func (m *gpuprofMaps) Close() error {
 	return _GpuprofClose(
 		m.Events,
 		m.Kernels,
+		m.Python,
 		m.Stats,
 		m.Threads,
 	)
@@ -202,9 +260,12 @@ func (m *gpuprofMaps) Close() error {
 //
 // It can be passed to loadGpuprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type gpuprofVariables struct {
+	PyMinWaitNs     *ebpf.Variable `ebpf:"py_min_wait_ns"`
 	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`
 	UnusedKernelKey *ebpf.Variable `ebpf:"unused_kernel_key"`
 	UnusedNameEvent *ebpf.Variable `ebpf:"unused_name_event"`
+	UnusedPyEvent   *ebpf.Variable `ebpf:"unused_py_event"`
+	UnusedPyLayout  *ebpf.Variable `ebpf:"unused_py_layout"`
 	WakeupBytes     *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
@@ -212,11 +273,13 @@ type gpuprofVariables struct {
 //
 // It can be passed to loadGpuprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type gpuprofPrograms struct {
-	ApiEntry    *ebpf.Program `ebpf:"api_entry"`
-	ApiReturn   *ebpf.Program `ebpf:"api_return"`
-	Bare        *ebpf.Program `ebpf:"bare"`
-	LaunchEntry *ebpf.Program `ebpf:"launch_entry"`
-	LibLoad     *ebpf.Program `ebpf:"lib_load"`
+	ApiEntry     *ebpf.Program `ebpf:"api_entry"`
+	ApiReturn    *ebpf.Program `ebpf:"api_return"`
+	Bare         *ebpf.Program `ebpf:"bare"`
+	LaunchEntry  *ebpf.Program `ebpf:"launch_entry"`
+	LibLoad      *ebpf.Program `ebpf:"lib_load"`
+	PyLockEntry  *ebpf.Program `ebpf:"py_lock_entry"`
+	PyLockReturn *ebpf.Program `ebpf:"py_lock_return"`
 }
 
 func (p *gpuprofPrograms) Close() error {
@@ -226,6 +289,8 @@ func (p *gpuprofPrograms) Close() error {
 		p.Bare,
 		p.LaunchEntry,
 		p.LibLoad,
+		p.PyLockEntry,
+		p.PyLockReturn,
 	)
 }
 

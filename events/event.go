@@ -17,7 +17,16 @@ const (
 	// KindLaunchProbes marks launch counting switching on (Out 1) or off
 	// (Out 0) at End: launch counts are complete only while it is on.
 	KindLaunchProbes Kind = 4
+	// KindPyWait is a Python thread blocked on a lock (queue.Queue.get,
+	// Event.wait, ...) from Start to End; Frames say who waited.
+	KindPyWait Kind = 5
 )
+
+// PyFrame is one Python frame: the function's qualified name and file.
+type PyFrame struct {
+	Func string `json:"func"`
+	File string `json:"file"`
+}
 
 // Event is one observation from the target. Times are CLOCK_MONOTONIC
 // nanoseconds (bpf_ktime_get_ns), the clock of Python's time.monotonic_ns.
@@ -41,6 +50,8 @@ type Event struct {
 	Out  uint64    // a value read through an output pointer at return
 
 	Name string // kernel name, for KindKernelName
+
+	Frames []PyFrame // for KindPyWait, innermost first
 }
 
 // CompareEnd orders events by return time (for slices.SortStableFunc):

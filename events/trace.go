@@ -44,10 +44,11 @@ type traceLine struct {
 	Ret           uint64    `json:"r,omitempty"`
 	Out           uint64    `json:"o,omitempty"`
 	Name          string    `json:"n,omitempty"`
+	Frames        []PyFrame `json:"f,omitempty"`
 }
 
 var kindNames = map[Kind]string{KindCall: "call", KindKernelName: "kernel_name", KindLibLoad: "lib_load",
-	KindLaunchProbes: "launch_probes"}
+	KindLaunchProbes: "launch_probes", KindPyWait: "py_wait"}
 
 // TraceWriter writes events to a trace file.
 type TraceWriter struct {
@@ -83,7 +84,7 @@ func CreateTrace(path string, h TraceHeader) (*TraceWriter, error) {
 func (w *TraceWriter) Write(e *Event) error {
 	l := traceLine{Kind: kindNames[e.Kind], PID: e.PID, TID: e.TID, Start: e.Start, End: e.End,
 		Launches: e.Launches, GraphLaunches: e.GraphLaunches, LaunchFirst: e.LaunchFirst,
-		LaunchLast: e.LaunchLast, Args: e.Args, Ret: e.Ret, Out: e.Out, Name: e.Name}
+		LaunchLast: e.LaunchLast, Args: e.Args, Ret: e.Ret, Out: e.Out, Name: e.Name, Frames: e.Frames}
 	if a, ok := cudaapi.ByID(e.API); ok {
 		l.API = a.Name
 	}
@@ -136,7 +137,7 @@ func ReadTrace(path string) (TraceHeader, []Event, int, error) {
 		}
 		e := Event{Kind: kinds[l.Kind], PID: l.PID, TID: l.TID, Start: l.Start, End: l.End,
 			Launches: l.Launches, GraphLaunches: l.GraphLaunches, LaunchFirst: l.LaunchFirst,
-			LaunchLast: l.LaunchLast, Args: l.Args, Ret: l.Ret, Out: l.Out, Name: l.Name}
+			LaunchLast: l.LaunchLast, Args: l.Args, Ret: l.Ret, Out: l.Out, Name: l.Name, Frames: l.Frames}
 		if l.API != "" {
 			a, ok := cudaapi.ByName(l.API)
 			if !ok {

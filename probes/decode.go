@@ -11,6 +11,7 @@ import (
 var (
 	callSize = binary.Size(bpf.Event{})
 	nameSize = binary.Size(bpf.NameEvent{})
+	pySize   = binary.Size(bpf.PyEvent{})
 )
 
 // decodeRecord turns one ring buffer record into an event.
@@ -41,6 +42,19 @@ func decodeRecord(raw []byte, ev *events.Event) error {
 		*ev = events.Event{Kind: events.KindKernelName, API: r.Api, PID: r.Pid, TID: r.Tid,
 			Start: r.TsNs, End: r.TsNs, Out: r.Handle, Name: cString(r.Name[:])}
 		ev.Args[1] = r.Arg
+	case bpf.KindPyWait:
+		if len(raw) < pySize {
+			return fmt.Errorf("decode record: %d bytes, want %d", len(raw), pySize)
+		}
+		var r bpf.PyEvent
+		if _, err := binary.Decode(raw, binary.LittleEndian, &r); err != nil {
+			return fmt.Errorf("decode record: %w", err)
+		}
+		*ev = events.Event{Kind: events.KindPyWait, PID: r.Pid, TID: r.Tid, Start: r.StartNs, End: r.EndNs, Ret: uint64(r.Ret)}
+		ev.Args[1] = uint64(r.TimeoutUs)
+		for i := 0; i < int(r.Nframes) && i < len(r.Frames); i++ {
+			ev.Frames = append(ev.Frames, events.PyFrame{Func: cString(r.Frames[i].Func[:]), File: cString(r.Frames[i].File[:])})
+		}
 	default:
 		return fmt.Errorf("decode record: unknown kind %d", raw[0])
 	}

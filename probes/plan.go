@@ -71,6 +71,7 @@ func (p Probe) Cookie() uint64 {
 // LibraryPlan is what gpuprof would attach in one mapped file.
 type LibraryPlan struct {
 	PID     int
+	Python  *PythonPlan // the interpreter this file holds, if any
 	File    MappedFile
 	Layer   cudaapi.Layer
 	Probes  []Probe
@@ -94,6 +95,8 @@ type Options struct {
 	// cheapest probe on every launch costs several percent (FACTS.md §3), so
 	// users of such loops can turn it off.
 	Launches bool
+	// NoPython leaves out the Python lock-wait probes.
+	NoPython bool
 	// NoCalls leaves out the entry/return probes on CUDA calls (syncs,
 	// copies, events, memory), keeping launches and the loader hook.
 	NoCalls bool

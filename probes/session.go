@@ -49,6 +49,7 @@ type Session struct {
 }
 
 type target struct {
+	python    *PythonPlan // the interpreter, once found
 	pid       int
 	pidfd     int
 	libs      map[string]*attachedLib // by file key
@@ -173,13 +174,24 @@ func (s *Session) scan(t *target) ([]LibraryPlan, error) {
 	}
 	var added []LibraryPlan
 	for _, f := range files {
-		if cudaapi.LayerOf(f.Base()) == cudaapi.LayerNone {
+		python := t.python == nil && isPythonFile(f.Base())
+		if !python && cudaapi.LayerOf(f.Base()) == cudaapi.LayerNone {
 			continue
 		}
 		s.mu.Lock()
 		_, done := t.libs[f.Key()]
 		s.mu.Unlock()
 		if done {
+			continue
+		}
+		if python {
+			lp, err := s.scanPython(t, f)
+			if err != nil {
+				return added, err
+			}
+			if lp != nil {
+				added = append(added, *lp)
+			}
 			continue
 		}
 		lp, err := PlanFile(f, s.cfg.Options)
@@ -208,6 +220,30 @@ func (s *Session) scan(t *target) ([]LibraryPlan, error) {
 		s.cfg.Log.Debug("attached", "pid", t.pid, "file", f.Path, "probes", len(lp.Probes))
 	}
 	return added, nil
+}
+
+// scanPython attaches the lock-wait probes to the interpreter in f, if f
+// holds one. A Python gpuprof cannot read is reported in the plan, not as
+// an error: CUDA profiling goes on.
+func (s *Session) scanPython(t *target, f MappedFile) (*LibraryPlan, error) {
+	p, err := PlanPython(s.cfg.ProcRoot, t.pid, f)
+	if err != nil || p == nil {
+		s.mu.Lock()
+		t.libs[f.Key()] = &attachedLib{} // looked at: no interpreter here
+		s.mu.Unlock()
+		return nil, err
+	}
+	lib := &attachedLib{plan: LibraryPlan{PID: t.pid, File: f, Python: p}}
+	if p.Err == nil && !s.cfg.NoPython {
+		if lib.links, err = attachPython(s.objs, p); err != nil {
+			return nil, err
+		}
+	}
+	s.mu.Lock()
+	t.python = p
+	t.libs[f.Key()] = lib
+	s.mu.Unlock()
+	return &lib.plan, nil
 }
 
 // Sink receives batches of events in End-time order; the slice is reused
@@ -385,6 +421,9 @@ func (s *Session) Detach(pid int) error {
 	var errs []error
 	for _, l := range t.libs {
 		errs = append(errs, closeLinks(l.links), closeLinks(l.launch))
+	}
+	if t.python != nil {
+		s.objs.Python.Delete(uint32(pid))
 	}
 	unix.Close(t.pidfd)
 	return errors.Join(errs...)

@@ -1,0 +1,187 @@
+package probes
+
+import (
+	"bufio"
+	"debug/elf"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/cilium/ebpf/link"
+
+	"github.com/gpuprof/gpuprof/bpf"
+)
+
+// Python waits: a thread blocked in queue.Queue.get, Event.wait or
+// Condition.wait is blocked in PyThread_acquire_lock_timed with the GIL
+// released (FACTS.md §4). gpuprof probes that one native function and, when
+// a call blocked for long enough, reads a few interpreter frames to learn
+// which Python functions were waiting. No probe fires per Python call.
+
+// pyLayout is where CPython keeps what the frame walk reads, for one minor
+// version (x86-64, default build). Read from each version's headers with
+// offsetof (python_test.go checks them against pyenv's headers).
+type pyLayout struct {
+	InterpMain, ThreadsHead, TstateNext, TstateID, TstateFrame uint32
+	CFrameCurrent                                              int32 // -1: tstate's field is the frame
+	FrameCode, FramePrevious                                   uint32
+	FrameOwner                                                 int32 // -1: no owner field
+	CodeName, CodeFilename, UnicodeData                        uint32
+	IDIsPthread                                                bool // 3.10 keeps pthread_self(), not the TID
+}
+
+var pyLayouts = map[int]pyLayout{
+	10: {InterpMain: 40, ThreadsHead: 8, TstateNext: 8, TstateID: 176, IDIsPthread: true, TstateFrame: 24, CFrameCurrent: -1,
+		FrameCode: 32, FramePrevious: 24, FrameOwner: -1, CodeName: 112, CodeFilename: 104, UnicodeData: 48},
+	11: {InterpMain: 48, ThreadsHead: 16, TstateNext: 8, TstateID: 160, TstateFrame: 56, CFrameCurrent: 8,
+		FrameCode: 32, FramePrevious: 48, FrameOwner: 69, CodeName: 128, CodeFilename: 112, UnicodeData: 48},
+	12: {InterpMain: 48, ThreadsHead: 72, TstateNext: 8, TstateID: 144, TstateFrame: 56, CFrameCurrent: 0,
+		FrameCode: 0, FramePrevious: 8, FrameOwner: 70, CodeName: 128, CodeFilename: 112, UnicodeData: 40},
+	13: {InterpMain: 640, ThreadsHead: 7344, TstateNext: 8, TstateID: 160, TstateFrame: 72, CFrameCurrent: -1,
+		FrameCode: 0, FramePrevious: 8, FrameOwner: 70, CodeName: 128, CodeFilename: 112, UnicodeData: 40},
+}
+
+// PythonPlan is a CPython interpreter found in a process.
+type PythonPlan struct {
+	PID     int
+	File    MappedFile
+	Minor   int    // 3.Minor
+	Lock    Symbol // PyThread_acquire_lock_timed
+	Place   Placement
+	Runtime uint64 // &_PyRuntime in the process
+	Err     error  // why Python waits are not timed, if they are not
+}
+
+var pythonFile = regexp.MustCompile(`^(lib)?python3\.(\d+)`)
+
+// isPythonFile says whether a mapped file may hold the interpreter: the
+// python3.X executable or libpython3.X.so.
+func isPythonFile(base string) bool { return pythonFile.MatchString(base) }
+
+// PlanPython looks for CPython in a mapped file. It returns nil when the
+// file does not hold the interpreter (python3.X linked to libpython).
+func PlanPython(procRoot string, pid int, f MappedFile) (*PythonPlan, error) {
+	syms, err := ReadSymbols(f.HostPath, func(n string) bool { return n == "PyThread_acquire_lock_timed" })
+	if err != nil {
+		return nil, err
+	}
+	lock, ok := syms["PyThread_acquire_lock_timed"]
+	if !ok {
+		return nil, nil
+	}
+	p := &PythonPlan{PID: pid, File: f, Lock: lock, Place: Place(lock.Code)}
+	m := pythonFile.FindStringSubmatch(f.Base())
+	p.Minor, _ = strconv.Atoi(m[2])
+	runtime, err := dataSymbol(f.HostPath, "_PyRuntime")
+	if err != nil {
+		p.Err = err
+		return p, nil
+	}
+	bias, err := loadBias(procRoot, pid, f)
+	if err != nil {
+		p.Err = err
+		return p, nil
+	}
+	p.Runtime = bias + runtime
+	if _, ok := pyLayouts[p.Minor]; !ok {
+		p.Err = fmt.Errorf("Python 3.%d: gpuprof knows the frame layout of 3.10 to 3.13", p.Minor)
+	}
+	return p, nil
+}
+
+// layout is the BPF map value for the plan's process.
+func (p *PythonPlan) layout() bpf.PyLayout {
+	l := pyLayouts[p.Minor]
+	out := bpf.PyLayout{Runtime: p.Runtime, InterpMain: l.InterpMain, ThreadsHead: l.ThreadsHead, TstateNext: l.TstateNext,
+		TstateId: l.TstateID, TstateFrame: l.TstateFrame, CframeCurrent: l.CFrameCurrent, FrameCode: l.FrameCode,
+		FramePrevious: l.FramePrevious, FrameOwner: l.FrameOwner, CodeName: l.CodeName, CodeFilename: l.CodeFilename,
+		UnicodeData: l.UnicodeData}
+	if l.IDIsPthread {
+		out.IdIsPthread = 1
+	}
+	return out
+}
+
+// dataSymbol returns the virtual address of a data symbol.
+func dataSymbol(path, name string) (uint64, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	syms, err := f.DynamicSymbols()
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", filepath.Base(path), err)
+	}
+	for _, s := range syms {
+		if s.Name == name && s.Section != elf.SHN_UNDEF {
+			return s.Value, nil
+		}
+	}
+	return 0, fmt.Errorf("%s exports no %s", filepath.Base(path), name)
+}
+
+// loadBias is where the file's virtual address 0 lies in the process: the
+// start of its mapping at file offset 0, less the first load segment's
+// page-aligned address (0 for shared objects and PIE executables).
+func loadBias(procRoot string, pid int, mf MappedFile) (uint64, error) {
+	fh, err := os.Open(filepath.Join(procRoot, strconv.Itoa(pid), "maps"))
+	if err != nil {
+		return 0, err
+	}
+	defer fh.Close()
+	var start uint64
+	sc := bufio.NewScanner(fh)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 6 || fields[2] != "00000000" || fields[3] != mf.Dev || fields[4] != strconv.FormatUint(mf.Inode, 10) {
+			continue
+		}
+		lo, _, _ := strings.Cut(fields[0], "-")
+		if start, err = strconv.ParseUint(lo, 16, 64); err == nil {
+			break
+		}
+	}
+	if start == 0 {
+		return 0, fmt.Errorf("no mapping of %s at offset 0 in PID %d", mf.Path, pid)
+	}
+	f, err := elf.Open(mf.HostPath)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD {
+			return start - (p.Vaddr &^ 0xfff), nil
+		}
+	}
+	return 0, fmt.Errorf("%s has no load segment", mf.Path)
+}
+
+// attachPython puts the lock-wait probes on the interpreter and tells the
+// BPF programs where its frames are.
+func attachPython(objs *bpf.Objects, p *PythonPlan) ([]link.Link, error) {
+	pid := uint32(p.PID)
+	l := p.layout()
+	if err := objs.Python.Put(pid, l); err != nil {
+		return nil, fmt.Errorf("set Python layout for PID %d: %w", p.PID, err)
+	}
+	ex, err := link.OpenExecutable(p.File.HostPath)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", p.File.Path, err)
+	}
+	opts := &link.UprobeMultiOptions{Addresses: []uint64{p.Lock.FileOffset + p.Place.Offset}, PID: pid}
+	entry, err := ex.UprobeMulti(nil, objs.PyLockEntry, opts)
+	if err != nil {
+		return nil, fmt.Errorf("attach Python lock probe in %s: %w", p.File.Path, err)
+	}
+	ret, err := ex.UretprobeMulti(nil, objs.PyLockReturn, opts)
+	if err != nil {
+		entry.Close()
+		return nil, fmt.Errorf("attach Python lock return probe in %s: %w", p.File.Path, err)
+	}
+	return []link.Link{entry, ret}, nil
+}
