@@ -228,7 +228,7 @@ func learn(items []item, cfg Config, fixed *matcher) (Anchor, bool) {
 		// set the boundary: a regular background thread (an inference
 		// engine) must not win while the trainer has not yet shown enough
 		// steps.
-		limit := 1
+		limit := min(1, len(threads))
 		if span >= fallbackSpan {
 			limit = len(threads)
 		}

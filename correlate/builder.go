@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/gpuprof/gpuprof/cudaapi"
+	"github.com/gpuprof/gpuprof/events"
 )
 
 // builder cuts the anchor thread's calls into steps. A step ends at the
@@ -21,6 +22,8 @@ type builder struct {
 	pendingEnd uint64
 	cur, limbo []item
 	others     int // launches by other threads of the process in this step
+
+	waitsObserved bool // Python waits are probed in this process
 
 	// Launch counting is sampled (KindLaunchProbes markers): counted is
 	// whether it is on now, complete whether it was on all through the
@@ -49,6 +52,16 @@ func (b *builder) add(it *item) []Step {
 		// Launches ride on a thread's next call, so they land in the step
 		// in which that call returns.
 		b.others += int(e.Launches + e.GraphLaunches)
+		return nil
+	}
+	if e.Kind == events.KindPyWait {
+		// A wait does not end a cluster; after a boundary it belongs to
+		// the next step, which it begins.
+		if b.pending {
+			b.limbo = append(b.limbo, *it)
+		} else {
+			b.cur = append(b.cur, *it)
+		}
 		return nil
 	}
 	k := keyOf(e.Desc(), e)
@@ -113,12 +126,19 @@ func (b *builder) close() []Step {
 func (b *builder) measure() Step {
 	s := Step{Index: b.index, PID: b.anchor.PID, TID: b.anchor.TID, StartNS: b.prevEnd, EndNS: b.pendingEnd,
 		OtherLaunches: b.others, LaunchesCounted: b.complete && !b.byCalls}
-	s.StepTime = seconds(s.EndNS - s.StartNS)
-	var readings []item
-	var firstLaunch, lastSyncAfter uint64
+	s.WallTime = seconds(s.EndNS - s.StartNS)
+	var readings, waits []item
+	var firstLaunch, lastSyncAfter, firstCall uint64
 	for i := range b.cur {
 		it := &b.cur[i]
 		e := &it.ev
+		if e.Kind == events.KindPyWait {
+			waits = append(waits, *it)
+			continue
+		}
+		if firstCall == 0 {
+			firstCall = e.Start
+		}
 		a := e.Desc()
 		s.Launches += int(e.Launches)
 		s.GraphLaunches += int(e.GraphLaunches)
@@ -149,20 +169,80 @@ func (b *builder) measure() Step {
 		}
 	}
 	s.Readings = len(readings)
+	var dataEnd uint64
 	switch {
 	case len(readings) > 0:
-		s.ComputeTime, s.ComputeSource = outermost(readings), ComputeEvents
+		var mark uint64
+		s.ComputeTime, mark = outermost(readings)
+		s.ComputeSource = ComputeEvents
+		dataEnd = mark
 	case lastSyncAfter != 0:
 		s.ComputeTime, s.ComputeSource = seconds(lastSyncAfter-firstLaunch), ComputeDerived
 	}
+	if dataEnd == 0 && s.LaunchesCounted {
+		dataEnd = firstLaunch
+	}
+	if firstLaunch != 0 && (firstCall == 0 || firstLaunch < firstCall) {
+		firstCall = firstLaunch
+	}
+	b.measureWaits(&s, waits, dataEnd, firstCall)
 	return s
+}
+
+// measureWaits adds the step thread's Python waits, clipped to the step:
+// waiting for work to arrive is dispatch wait, taken out of step time. A
+// step whose first act is such a wait begins with it: what the thread did
+// between the previous boundary and that wait (logging the last step) is
+// neither (LeadIn). The data phase runs from the step's beginning to
+// dataEnd (where the measured compute begins), less the dispatch wait in it.
+func (b *builder) measureWaits(s *Step, waits []item, dataEnd, firstCall uint64) {
+	s.WaitsObserved = b.waitsObserved
+	begin := s.StartNS
+	if len(waits) > 0 && waits[0].wait == WaitDispatch && waits[0].ev.Start > begin &&
+		(firstCall == 0 || waits[0].ev.Start <= firstCall) {
+		begin = waits[0].ev.Start
+		s.LeadIn = seconds(begin - s.StartNS)
+	}
+	var dispatchBeforeData uint64
+	longest := map[string]uint64{}
+	for _, w := range waits {
+		lo, hi := max(w.ev.Start, s.StartNS), min(w.ev.End, s.EndNS)
+		if hi <= lo {
+			continue
+		}
+		d := hi - lo
+		switch w.wait {
+		case WaitDispatch:
+			s.DispatchWait += seconds(d)
+			if dataEnd > lo {
+				dispatchBeforeData += min(hi, dataEnd) - lo
+			}
+		case WaitData:
+			s.DataWait += seconds(d)
+		case WaitLock:
+			s.LockWait += seconds(d)
+		}
+		longest[w.what] += d
+	}
+	var most uint64
+	for what, d := range longest {
+		if d > most || (d == most && what < s.WaitedOn) {
+			s.WaitedOn, most = what, d
+		}
+	}
+	s.StepTime = s.WallTime - s.DispatchWait - s.LeadIn
+	if dataEnd > begin && dataEnd <= s.EndNS {
+		s.DataTime = seconds(dataEnd - begin - dispatchBeforeData)
+		s.DataMeasured = true
+	}
 }
 
 // outermost sums the readings that no other reading of the step contains,
 // so that a loop timing forward, backward and the whole step counts the
 // whole step once, and one timing forward and backward apart counts both.
-// Readings whose events' record times are unknown count on their own.
-func outermost(rs []item) float64 {
+// Readings whose events' record times are unknown count on their own. It
+// also returns when the earliest counted reading's start event was recorded.
+func outermost(rs []item) (float64, uint64) {
 	slices.SortStableFunc(rs, func(a, b item) int {
 		la, lb := a.span[1]-a.span[0], b.span[1]-b.span[0]
 		switch {
@@ -173,7 +253,7 @@ func outermost(rs []item) float64 {
 		}
 		return 0
 	})
-	total := 0.0
+	total, mark := 0.0, uint64(0)
 	for i, r := range rs {
 		known := r.span[0] != 0 && r.span[1] != 0 && r.span[1] >= r.span[0]
 		inside := false
@@ -186,9 +266,12 @@ func outermost(rs []item) float64 {
 		}
 		if !inside {
 			total += r.ev.ElapsedMS() / 1e3
+			if r.mark != 0 && (mark == 0 || r.mark < mark) {
+				mark = r.mark
+			}
 		}
 	}
-	return total
+	return total, mark
 }
 
 func seconds(ns uint64) float64 { return float64(ns) / 1e9 }

@@ -384,3 +384,73 @@ func TestSampledLaunchCounts(t *testing.T) {
 		t.Fatalf("%d of %d steps with launch counts", counted, len(steps))
 	}
 }
+
+func TestDispatchWaitAndDataTime(t *testing.T) {
+	// spec_pipeline's infer mode: each of 4 samples is waited for (queue
+	// get), fetched and copied in; then the measured compute.
+	tr := newThread(100, 101, 0)
+	type truth struct{ wait, data uint64 }
+	var want []truth
+	for i := range 40 {
+		wait := uint64(10+i%5) * ms
+		start := tr.t
+		var waited uint64
+		for range 4 {
+			tr.pywait(wait / 4)
+			waited += wait / 4
+			tr.idle(100 * us) // store.take
+			tr.call(t, "cudaMemcpyAsync", 20*us, 0xa000, 0xb000, 4<<20, 1, 0x55)
+		}
+		tr.launch(1, 5*us) // cat
+		dataEnd := tr.t
+		tr.call(t, "cudaEventRecordWithFlags", 3*us, 0xe1, 0x55)
+		tr.launch(40, 8*us)
+		tr.call(t, "cudaEventRecordWithFlags", 3*us, 0xe2, 0x55)
+		tr.call(t, "cudaMemcpyAsync", 10*us, 0xc000, 0xd000, 4, 2, 0x55)
+		tr.call(t, "cudaStreamSynchronize", 4*ms, 0x55)
+		tr.elapsed(t, 4.3, 0xe1, 0xe2)
+		want = append(want, truth{waited, dataEnd - start - waited})
+	}
+	c, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ObserveWaits()
+	var steps []Step
+	for i := range tr.evs {
+		steps = append(steps, c.Add(&tr.evs[i])...)
+	}
+	steps = append(steps, c.Finish()...)
+	if len(steps) != 39 {
+		t.Fatalf("%d steps", len(steps))
+	}
+	for i, s := range steps {
+		w := want[i+1] // step 0 is the loop's second iteration
+		if s.DispatchWait != seconds(w.wait) || s.WaitedOn != "queue.Queue.get" {
+			t.Fatalf("step %d: dispatch wait %v on %q, want %v", i, s.DispatchWait, s.WaitedOn, seconds(w.wait))
+		}
+		// The step starts where the previous elapsed read returned, so the
+		// data phase also holds the ~2 µs between it and the next wait.
+		within(t, "data_time", s.DataTime, seconds(w.data), 0.01)
+		within(t, "step_time", s.StepTime, s.WallTime-s.DispatchWait, 1e-9)
+		if !s.DataMeasured {
+			t.Fatal("data time not measured")
+		}
+	}
+	sum := c.Summary()
+	if len(sum.Waits) != 1 || sum.Waits[0].What != "queue.Queue.get" || sum.Waits[0].Count != 160 {
+		t.Fatalf("wait totals %+v", sum.Waits)
+	}
+}
+
+func TestOnlyWaitsNoSteps(t *testing.T) {
+	tr := newThread(100, 101, 0)
+	for range 300 {
+		tr.pywait(10 * ms)
+		tr.idle(ms)
+	}
+	_, steps := run(t, Config{}, tr.evs)
+	if len(steps) != 0 {
+		t.Fatalf("%d steps from waits alone", len(steps))
+	}
+}

@@ -62,7 +62,14 @@ type item struct {
 	ev    events.Event
 	freed uint64    // bytes a free released
 	span  [2]uint64 // record times of an elapsed read's start and end events
+	// mark is when the record of an elapsed read's start event began: where
+	// the measured compute began, so where the step's data phase ended.
+	mark uint64
+	wait WaitKind // for a Python wait
+	what string   // what the Python wait waited in
 }
+
+type record struct{ start, end uint64 }
 
 type handle struct {
 	pid uint32
@@ -80,11 +87,12 @@ type Correlator struct {
 	b       *builder
 
 	counted     bool   // launch probes attached now
+	waits       bool   // Python waits are probed
 	window      []item // recent events, for reviewing the boundary
 	lastReview  uint64
 	anchorTimes bool // the boundary's thread reads CUDA event timings
 
-	records map[handle]uint64 // event handle -> return time of its last record
+	records map[handle]record // event handle -> its last record call
 	allocs  map[handle]uint64 // pointer -> bytes
 	names   map[handle]string // kernel handle -> name
 	sum     summaryAcc
@@ -98,7 +106,7 @@ func New(cfg Config) (*Correlator, error) {
 	if cfg.MaxBuffer <= 0 {
 		cfg.MaxBuffer = 1 << 20
 	}
-	c := &Correlator{cfg: cfg, records: map[handle]uint64{}, allocs: map[handle]uint64{},
+	c := &Correlator{cfg: cfg, records: map[handle]record{}, allocs: map[handle]uint64{},
 		names: map[handle]string{}, sum: newSummaryAcc(), counted: !cfg.NoLaunchCounts}
 	if cfg.Boundary != "" {
 		m, err := parseBoundary(cfg.Boundary)
@@ -108,6 +116,15 @@ func New(cfg Config) (*Correlator, error) {
 		c.fixed = &m
 	}
 	return c, nil
+}
+
+// ObserveWaits says Python waits are probed in the job, so that steps
+// without any report zero dispatch wait rather than none known.
+func (c *Correlator) ObserveWaits() {
+	c.waits = true
+	if c.b != nil {
+		c.b.waitsObserved = true
+	}
 }
 
 // Anchor returns the step boundary in use, once found.
@@ -130,18 +147,27 @@ func (c *Correlator) Add(e *events.Event) []Step {
 			c.b.launchProbes(c.counted)
 		}
 		return nil
-	case events.KindCall:
+	case events.KindPyAttached:
+		c.ObserveWaits()
+		return nil
+	case events.KindCall, events.KindPyWait:
 	default:
 		return nil
 	}
 	it := item{ev: *e}
 	a := e.Desc()
-	c.sum.addEvent(e, a)
+	if e.Kind == events.KindPyWait {
+		it.wait, it.what = classify(e.Frames)
+		c.sum.addWait(e, it.wait, it.what)
+	} else {
+		c.sum.addEvent(e, a)
+	}
 	switch a.Class {
 	case cudaapi.ClassRecord:
-		c.records[handle{e.PID, e.Handle()}] = e.End
+		c.records[handle{e.PID, e.Handle()}] = record{e.Start, e.End}
 	case cudaapi.ClassElapsed:
-		it.span = [2]uint64{c.records[handle{e.PID, e.Handle()}], c.records[handle{e.PID, e.Second()}]}
+		first, second := c.records[handle{e.PID, e.Handle()}], c.records[handle{e.PID, e.Second()}]
+		it.span, it.mark = [2]uint64{first.end, second.end}, first.start
 	case cudaapi.ClassAlloc:
 		if e.OK() && e.Out != 0 {
 			c.allocs[handle{e.PID, e.Out}] = e.Bytes()
@@ -192,6 +218,7 @@ func (c *Correlator) tryLearn(final bool) []Step {
 	}
 	c.prop = nil
 	c.b = newBuilder(anchor, c.counted)
+	c.b.waitsObserved = c.waits
 	var steps []Step
 	for i := range c.buf {
 		steps = append(steps, c.b.add(&c.buf[i])...)
@@ -246,6 +273,7 @@ func (c *Correlator) review(it *item) []Step {
 	steps := c.b.finish()
 	c.anchorTimes = false
 	nb := newBuilder(anchor, c.counted)
+	nb.waitsObserved = c.waits
 	nb.index = c.b.index
 	c.b = nb
 	for i := range c.window {

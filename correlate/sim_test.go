@@ -100,3 +100,11 @@ func engine(t testing.TB, tid uint32, until uint64) *thread {
 	}
 	return th
 }
+
+// pywait makes the thread block in a Python queue get for ns.
+func (th *thread) pywait(ns uint64) {
+	th.evs = append(th.evs, events.Event{Kind: events.KindPyWait, PID: th.pid, TID: th.tid, Start: th.t, End: th.t + ns,
+		Frames: []events.PyFrame{{Func: "Condition.wait", File: "/usr/lib/python3.12/threading.py"},
+			{Func: "Queue.get", File: "/usr/lib/python3.12/queue.py"}, {Func: "<module>", File: "spec_pipeline.py"}}})
+	th.t += ns
+}

@@ -24,7 +24,27 @@ type Step struct {
 	TID      uint32  `json:"tid"`
 	StartNS  uint64  `json:"t_start_ns"` // the previous boundary
 	EndNS    uint64  `json:"t_end_ns"`   // this boundary
+	WallTime float64 `json:"wall_time"`  // from boundary to boundary
+	// StepTime is the wall time less the dispatch wait: the step's data,
+	// compute and optimizer, as AngelSpec's perf/step_time.
 	StepTime float64 `json:"step_time"`
+
+	// Python waits on the step's thread (WaitsObserved: the interpreter's
+	// lock waits are probed, so zero means none).
+	WaitsObserved bool    `json:"-"`
+	DispatchWait  float64 `json:"dispatch_wait"` // waiting for work to arrive: queue gets, events, futures
+	DataWait      float64 `json:"data_wait"`     // waiting for DataLoader workers
+	LockWait      float64 `json:"lock_wait"`     // waiting for a plain lock
+	WaitedOn      string  `json:"waited_on,omitempty"`
+	// LeadIn is the time from the previous boundary to a dispatch wait
+	// that opens the step: the loop's bookkeeping between steps, neither
+	// waiting nor working on this step.
+	LeadIn float64 `json:"lead_in"`
+	// DataTime runs from the step's start to where its measured compute
+	// begins (the record of the start event of its elapsed-time reading,
+	// else its first launch), less dispatch wait.
+	DataTime     float64 `json:"data_time"`
+	DataMeasured bool    `json:"-"`
 
 	ComputeTime   float64       `json:"compute_time"`
 	ComputeSource ComputeSource `json:"compute_source"`

@@ -43,8 +43,21 @@ type ThreadTotals struct {
 	AllocBytes    uint64
 }
 
+// WaitTotal is how long one thread waited in one kind of call.
+type WaitTotal struct {
+	PID, TID uint32
+	Kind     WaitKind
+	What     string
+	Count    int
+	Seconds  float64
+}
+
 // Summary is the whole run.
 type Summary struct {
+	WallTime      Dist
+	DispatchWait  Dist // over steps, when Python waits are probed
+	DataTime      Dist
+	Waits         []WaitTotal // longest first
 	Anchor        *Anchor
 	Steps         int
 	StepTime      Dist
@@ -60,7 +73,16 @@ type Summary struct {
 	Events        uint64
 }
 
+type waitKey struct {
+	pid, tid uint32
+	what     string
+}
+
 type summaryAcc struct {
+	waits    map[waitKey]*WaitTotal
+	wallT    []float64
+	dispatch []float64
+	dataT    []float64
 	threads  map[uint64]*ThreadTotals
 	first    uint64
 	last     uint64
@@ -75,7 +97,7 @@ type summaryAcc struct {
 }
 
 func newSummaryAcc() summaryAcc {
-	return summaryAcc{threads: map[uint64]*ThreadTotals{}, sources: map[ComputeSource]int{}}
+	return summaryAcc{threads: map[uint64]*ThreadTotals{}, sources: map[ComputeSource]int{}, waits: map[waitKey]*WaitTotal{}}
 }
 
 func (s *summaryAcc) addEvent(e *events.Event, a cudaapi.API) {
@@ -114,9 +136,27 @@ func (s *summaryAcc) addEvent(e *events.Event, a cudaapi.API) {
 	}
 }
 
+func (s *summaryAcc) addWait(e *events.Event, kind WaitKind, what string) {
+	k := waitKey{e.PID, e.TID, what}
+	w := s.waits[k]
+	if w == nil {
+		w = &WaitTotal{PID: e.PID, TID: e.TID, Kind: kind, What: what}
+		s.waits[k] = w
+	}
+	w.Count++
+	w.Seconds += seconds(e.Duration())
+}
+
 func (s *summaryAcc) addStep(st *Step) {
 	s.steps++
 	s.stepT = append(s.stepT, st.StepTime)
+	s.wallT = append(s.wallT, st.WallTime)
+	if st.WaitsObserved {
+		s.dispatch = append(s.dispatch, st.DispatchWait)
+	}
+	if st.DataMeasured {
+		s.dataT = append(s.dataT, st.DataTime)
+	}
 	if st.ComputeSource != ComputeNone {
 		s.computeT = append(s.computeT, st.ComputeTime)
 	}
@@ -138,6 +178,17 @@ func (c *Correlator) Summary() Summary {
 	if a, ok := c.Anchor(); ok {
 		out.Anchor = &a
 	}
+	out.WallTime, out.DispatchWait, out.DataTime = dist(s.wallT), dist(s.dispatch), dist(s.dataT)
+	for _, w := range s.waits {
+		out.Waits = append(out.Waits, *w)
+	}
+	sort.Slice(out.Waits, func(i, j int) bool {
+		a, b := out.Waits[i], out.Waits[j]
+		if a.Seconds != b.Seconds {
+			return a.Seconds > b.Seconds
+		}
+		return a.TID < b.TID || a.TID == b.TID && a.What < b.What
+	})
 	best := -1
 	for src, n := range s.sources {
 		if n > best || (n == best && src < out.ComputeSource) {

@@ -20,6 +20,9 @@ const (
 	// KindPyWait is a Python thread blocked on a lock (queue.Queue.get,
 	// Event.wait, ...) from Start to End; Frames say who waited.
 	KindPyWait Kind = 5
+	// KindPyAttached says Python lock waits are probed in process PID from
+	// End on: a step with no wait then waited zero, not an unknown time.
+	KindPyAttached Kind = 6
 )
 
 // PyFrame is one Python frame: the function's qualified name and file.

@@ -48,7 +48,7 @@ type traceLine struct {
 }
 
 var kindNames = map[Kind]string{KindCall: "call", KindKernelName: "kernel_name", KindLibLoad: "lib_load",
-	KindLaunchProbes: "launch_probes", KindPyWait: "py_wait"}
+	KindLaunchProbes: "launch_probes", KindPyWait: "py_wait", KindPyAttached: "py_attached"}
 
 // TraceWriter writes events to a trace file.
 type TraceWriter struct {

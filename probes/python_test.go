@@ -16,36 +16,13 @@ import (
 	"github.com/gpuprof/gpuprof/internal/testenv"
 )
 
-// interpreters are the CPythons CI has: pyenv's 3.10 to 3.13 (shared
-// libpython) and Debian's 3.11 (libpython linked into the executable).
-func interpreters(t *testing.T) map[string]string {
-	t.Helper()
-	root := os.Getenv("PYENV_ROOT")
-	if root == "" {
-		root = "/root/.pyenv"
-	}
-	found := map[string]string{}
-	for _, v := range []string{"3.10", "3.11", "3.12", "3.13"} {
-		matches, _ := filepath.Glob(filepath.Join(root, "versions", v+".*", "bin", "python"+v))
-		if len(matches) == 0 {
-			testenv.Skip(t, "pyenv's Python %s is not installed under %s", v, root)
-			continue
-		}
-		found["pyenv-"+v] = matches[0]
-	}
-	if _, err := os.Stat("/usr/bin/python3.11"); err == nil {
-		found["debian-3.11"] = "/usr/bin/python3.11"
-	}
-	return found
-}
-
 // TestPythonQueueWaits attaches to a real CPython blocked in
 // queue.Queue.get and holds each wait gpuprof saw to the program's own
 // log, with the Python functions that waited.
 func TestPythonQueueWaits(t *testing.T) {
 	testenv.RequireRoot(t)
 	script := filepath.Join(testenv.Root(), "testdata", "python", "queue_waits.py")
-	for name, python := range interpreters(t) {
+	for name, python := range testenv.Pythons(t) {
 		t.Run(name, func(t *testing.T) {
 			s := openSession(t)
 			truth := filepath.Join(t.TempDir(), "waits.jsonl")
@@ -122,7 +99,7 @@ func TestPythonLayouts(t *testing.T) {
 		testenv.Skip(t, "needs gcc to compile testdata/python/offsets.c")
 	}
 	src := filepath.Join(testenv.Root(), "testdata", "python", "offsets.c")
-	for name, python := range interpreters(t) {
+	for name, python := range testenv.Pythons(t) {
 		if !strings.HasPrefix(name, "pyenv-") {
 			continue
 		}

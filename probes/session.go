@@ -227,6 +227,7 @@ func (s *Session) scan(t *target) ([]LibraryPlan, error) {
 // an error: CUDA profiling goes on.
 func (s *Session) scanPython(t *target, f MappedFile) (*LibraryPlan, error) {
 	p, err := PlanPython(s.cfg.ProcRoot, t.pid, f)
+	s.cfg.Log.Debug("python", "pid", t.pid, "file", f.Path, "found", p != nil, "err", err)
 	if err != nil || p == nil {
 		s.mu.Lock()
 		t.libs[f.Key()] = &attachedLib{} // looked at: no interpreter here
@@ -238,6 +239,10 @@ func (s *Session) scanPython(t *target, f MappedFile) (*LibraryPlan, error) {
 		if lib.links, err = attachPython(s.objs, p); err != nil {
 			return nil, err
 		}
+		now := monotonicNow()
+		s.mu.Lock()
+		s.marks = append(s.marks, events.Event{Kind: events.KindPyAttached, PID: uint32(t.pid), Start: now, End: now})
+		s.mu.Unlock()
 	}
 	s.mu.Lock()
 	t.python = p
@@ -290,12 +295,16 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 		}
 		// Markers from the last cycle sort in among the events that were
 		// still in the ring buffer when they were made.
+		s.mu.Lock()
 		batch = append(batch, s.marks...)
 		s.marks = s.marks[:0]
+		s.mu.Unlock()
 		slices.SortStableFunc(batch, events.CompareEnd)
 		attached := s.rescan(rescan)
 		if mark, ok := s.sampleLaunches(time.Now()); ok {
+			s.mu.Lock()
 			s.marks = append(s.marks, mark)
+			s.mu.Unlock()
 		}
 		s.stats.Events += uint64(len(batch))
 		if len(batch) > 0 || len(attached) > 0 {

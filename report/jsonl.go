@@ -22,6 +22,12 @@ type stepRecord struct {
 	Launches      *int `json:"launches,omitempty"`
 	GraphLaunches *int `json:"graph_launches,omitempty"`
 	OtherLaunches *int `json:"other_launches,omitempty"`
+	// Waits are absent where Python waits are not probed, data_time where
+	// nothing marked the end of the data phase.
+	DispatchWait *float64 `json:"dispatch_wait,omitempty"`
+	DataWait     *float64 `json:"data_wait,omitempty"`
+	LockWait     *float64 `json:"lock_wait,omitempty"`
+	DataTime     *float64 `json:"data_time,omitempty"`
 }
 
 // JSONL writes one JSON object per step.
@@ -51,6 +57,12 @@ func (j *JSONL) Write(s correlate.Step) error {
 	}
 	if s.LaunchesCounted {
 		r.Launches, r.GraphLaunches, r.OtherLaunches = &s.Launches, &s.GraphLaunches, &s.OtherLaunches
+	}
+	if s.WaitsObserved {
+		r.DispatchWait, r.DataWait, r.LockWait = &s.DispatchWait, &s.DataWait, &s.LockWait
+	}
+	if s.DataMeasured {
+		r.DataTime = &s.DataTime
 	}
 	if err := j.enc.Encode(r); err != nil {
 		return fmt.Errorf("write step: %w", err)

@@ -28,17 +28,24 @@ func NewLive(w io.Writer, tty bool) *Live {
 
 // Line formats a step like the seed's progress bar:
 //
-//	step 812 | step 18.6ms compute 2.91ms (events) sync 2.1ms | 51 launches h2d 16.0MiB d2h 4B | 53.7 steps/s
+//	step 812 | step 18.6ms data 15.1ms compute 2.91ms (events) sync 2.1ms wait 0 | 51 launches h2d 16.0MiB d2h 4B | 53.7 steps/s
 func Line(s correlate.Step, rate float64) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "step %d | step %s", s.Index, Duration(s.StepTime))
+	if s.DataMeasured {
+		fmt.Fprintf(&b, " data %s", Duration(s.DataTime))
+	}
 	switch s.ComputeSource {
 	case correlate.ComputeEvents:
 		fmt.Fprintf(&b, " compute %s (events)", Duration(s.ComputeTime))
 	case correlate.ComputeDerived:
 		fmt.Fprintf(&b, " compute %s (derived)", Duration(s.ComputeTime))
 	}
-	fmt.Fprintf(&b, " sync %s |", Duration(s.SyncTime))
+	fmt.Fprintf(&b, " sync %s", Duration(s.SyncTime))
+	if s.WaitsObserved {
+		fmt.Fprintf(&b, " wait %s", Duration(s.DispatchWait))
+	}
+	b.WriteString(" |")
 	if s.LaunchesCounted {
 		fmt.Fprintf(&b, " %d launches", s.Launches+s.GraphLaunches)
 	}

@@ -56,6 +56,11 @@ func WriteSummary(w io.Writer, s Summary) {
 		count := func(x float64) string { return fmt.Sprintf("%.0f", x) }
 		bytes := func(x float64) string { return Bytes(x) }
 		row("step_time", r.StepTime, Duration)
+		if r.DispatchWait.N > 0 {
+			row("wall_time", r.WallTime, Duration)
+			row("dispatch_wait", r.DispatchWait, Duration)
+		}
+		row("data_time", r.DataTime, Duration)
 		row("compute_time ("+computeLabel(r.ComputeSource)+")", r.ComputeTime, Duration)
 		row("sync_time", r.SyncTime, Duration)
 		row("launches/step", r.Launches, count)
@@ -74,6 +79,18 @@ func WriteSummary(w io.Writer, s Summary) {
 			}
 			fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t\n", t.PID, t.TID, t.Launches+t.GraphLaunches,
 				t.Calls, t.Syncs, Duration(t.SyncTime), Bytes(float64(t.H2DBytes)), Bytes(float64(t.D2HBytes)))
+		}
+		tw.Flush()
+	}
+	if len(r.Waits) > 0 {
+		fmt.Fprintln(w, "python waits:")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "pid\ttid\tkind\twaits\ttotal\t in")
+		for i, wt := range r.Waits {
+			if i == 8 {
+				break
+			}
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%s\t %s\n", wt.PID, wt.TID, wt.Kind, wt.Count, Duration(wt.Seconds), wt.What)
 		}
 		tw.Flush()
 	}

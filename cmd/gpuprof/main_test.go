@@ -248,3 +248,49 @@ exec "$0" attach --pid "$1" --jsonl "$2"`
 	demo.Wait(t, 10*time.Second)
 	checkAgainstTruth(t, demo.Truth, steps)
 }
+
+// TestPythonPipelines attaches to testdata/python/pipeline.py (the shape of
+// the workloads' spec_pipeline.py, on the stand-in CUDA libraries) on every
+// CPython here, in an inference-bound and a data-bound mode, and holds
+// gpuprof's steps to the pipeline's own truth: one to one; compute time,
+// period and dispatch wait within 5% (a dispatch wait near zero within 5% of
+// the step); step and data time too where the loop does not wait for
+// samples. (Where it does, gpuprof's wait ends when the sample's lock is
+// taken, the truth's when queue.get returns, after the GIL is taken back:
+// see the README.)
+func TestPythonPipelines(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir := testenv.Fixtures(t)
+	script := filepath.Join(testenv.Root(), "testdata", "python", "pipeline.py")
+	for name, python := range testenv.Pythons(t) {
+		for _, mode := range []string{"infer", "data"} {
+			t.Run(name+"/"+mode, func(t *testing.T) {
+				truth := filepath.Join(t.TempDir(), "truth.jsonl")
+				steps := filepath.Join(t.TempDir(), "steps.jsonl")
+				py := exec.Command(python, script, dir, "--mode", mode, "--steps", "150", "--truth", truth, "--start-delay", "0.5")
+				if err := py.Start(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { py.Process.Kill(); py.Wait() })
+				time.Sleep(300 * time.Millisecond)
+				r := gpuprof(t, "attach", "-q", "--pid", itoa(py.Process.Pid), "--jsonl", steps)
+				if r.code != 0 || (mode == "infer" && !strings.Contains(r.stdout, "queue.Queue.get")) {
+					t.Fatalf("attach: %+v", r)
+				}
+				required := []string{"period", "compute_time", "dispatch_wait"}
+				if mode == "data" {
+					required = append(required, "step_time", "data_time")
+				}
+				truthRows, _ := validate.ReadJSONL(truth)
+				ours, _ := validate.ReadJSONL(steps)
+				res := validate.Compare(truthRows, ours, 5, 0.05, required)
+				for _, f := range res.Fields {
+					t.Logf("%-13s truth %.6f gpuprof %.6f (%+.2f%%) required=%v", f.Name, f.Truth, f.Ours, 100*(f.Ours-f.Truth)/f.Truth, f.Required)
+				}
+				if !res.Pass() {
+					t.Errorf("%d steps (%d matched, one to one %v) not within 5%% of the pipeline's log", res.Ours, res.Matched, res.OneToOne)
+				}
+			})
+		}
+	}
+}

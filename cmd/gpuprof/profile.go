@@ -146,6 +146,14 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 }
 
 func noteAttached(live *report.Live, lp probes.LibraryPlan) {
+	if p := lp.Python; p != nil {
+		if p.Err != nil {
+			live.Note(fmt.Sprintf("PID %d: Python 3.%d in %s: not timing its waits: %v", lp.PID, p.Minor, lp.File.Path, p.Err))
+		} else {
+			live.Note(fmt.Sprintf("PID %d: timing Python lock waits (queue gets, events) in %s (Python 3.%d)", lp.PID, lp.File.Path, p.Minor))
+		}
+		return
+	}
 	if len(lp.Probes) == 0 || lp.Layer == cudaapi.LayerLoader {
 		return
 	}

@@ -115,3 +115,27 @@ func (d *Demo) Wait(t testing.TB, within time.Duration) {
 		t.Fatalf("demo-trainer did not finish within %v", within)
 	}
 }
+
+// Pythons are the CPythons CI has: pyenv's 3.10 to 3.13 (shared libpython)
+// and Debian's 3.11 (libpython linked into the executable), by name. A
+// missing pyenv version skips loudly.
+func Pythons(t testing.TB) map[string]string {
+	t.Helper()
+	root := os.Getenv("PYENV_ROOT")
+	if root == "" {
+		root = "/root/.pyenv"
+	}
+	found := map[string]string{}
+	for _, v := range []string{"3.10", "3.11", "3.12", "3.13"} {
+		matches, _ := filepath.Glob(filepath.Join(root, "versions", v+".*", "bin", "python"+v))
+		if len(matches) == 0 {
+			Skip(t, "pyenv's Python %s is not installed under %s", v, root)
+			continue
+		}
+		found["pyenv-"+v] = matches[0]
+	}
+	if _, err := os.Stat("/usr/bin/python3.11"); err == nil {
+		found["debian-3.11"] = "/usr/bin/python3.11"
+	}
+	return found
+}

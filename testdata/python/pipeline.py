@@ -1,0 +1,151 @@
+"""spec_pipeline.py's shape on gpuprof's stand-in CUDA libraries, through
+ctypes: inference-engine threads fill a sample pool (queue.Queue), a trainer
+takes batches from it, fetches them, copies them in and trains, timing
+itself the way AngelSpec does. Writes the same ground truth as
+../shared/workloads/spec_pipeline.py, so gpuprof's integration tests can
+hold every field to it on any CPython, without a GPU.
+
+  python3 pipeline.py LIBDIR --mode infer --steps 200 --truth truth.jsonl --start-delay 0.5
+"""
+import argparse, ctypes, json, queue, threading, time
+
+p = argparse.ArgumentParser()
+p.add_argument("libdir")
+p.add_argument("--mode", default="balanced", choices=["infer", "data", "compute", "balanced"])
+p.add_argument("--steps", type=int, default=100)
+p.add_argument("--batch", type=int, default=4)
+p.add_argument("--engines", type=int, default=3)
+p.add_argument("--truth", default="truth.jsonl")
+p.add_argument("--start-delay", type=float, default=0.0)
+args = p.parse_args()
+
+# engine pause (s), CPU copies per sample fetch, trainer kernels (0.1 ms each)
+engine_pause, fetch_copies, kernels = dict(
+    infer=(0.02, 1, 30), data=(0.0, 24, 10), compute=(0.0, 1, 100), balanced=(0.004, 8, 30))[args.mode]
+SAMPLE = 1 << 20
+
+rt = ctypes.CDLL(args.libdir + "/libcudart.so.13")
+
+
+class Dim3(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint), ("z", ctypes.c_uint)]
+
+
+def check(rc):
+    if rc != 0:
+        raise RuntimeError(f"CUDA error {rc}")
+
+
+rt.cudaLaunchKernel.argtypes = [ctypes.c_void_p, Dim3, Dim3, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+rt.cudaMemcpyAsync.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+rt.cudaEventRecordWithFlags.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint]
+rt.cudaEventElapsedTime.argtypes = [ctypes.POINTER(ctypes.c_float), ctypes.c_void_p, ctypes.c_void_p]
+rt.cudaStreamSynchronize.argtypes = [ctypes.c_void_p]
+H2D, D2H = 1, 2
+kernel = ctypes.cast(rt.cudaGetLastError, ctypes.c_void_p)  # a host address as kernel identity
+
+
+def new(fn, *extra):
+    h = ctypes.c_void_p()
+    check(fn(ctypes.byref(h), *extra))
+    return h
+
+
+def launch(stream, blocks):
+    check(rt.cudaLaunchKernel(kernel, Dim3(blocks, 1, 1), Dim3(128, 1, 1), None, 0, stream))
+
+
+class Store:
+    """Host-side store of samples, as Mooncake holds them."""
+    def __init__(self):
+        self._d, self._lock = {}, threading.Lock()
+    def put(self, k, v):
+        with self._lock:
+            self._d[k] = v
+    def take(self, k):
+        with self._lock:
+            return self._d.pop(k)
+
+
+store, pool, done = Store(), queue.Queue(maxsize=256), threading.Event()
+gen_times, gen_lock = [], threading.Lock()
+
+
+def run_engine(idx):
+    stream, dev, n = new(rt.cudaStreamCreate), new(rt.cudaMalloc, SAMPLE), 0
+    host = ctypes.create_string_buffer(SAMPLE)
+    while not done.is_set():
+        t0 = time.monotonic_ns()
+        for _ in range(3):
+            launch(stream, 200)  # the target model: 0.6 ms of GPU work
+        check(rt.cudaMemcpyAsync(host, dev, SAMPLE, D2H, stream))
+        check(rt.cudaStreamSynchronize(stream))
+        time.sleep(engine_pause)
+        t1 = time.monotonic_ns()
+        with gen_lock:
+            gen_times.append((t0, t1))
+        key = (idx, n)
+        n += 1
+        store.put(key, bytes(host.raw[:64]) * (SAMPLE // 64))
+        try:
+            pool.put(key, timeout=1)
+        except queue.Full:
+            store.take(key)
+
+
+stream = new(rt.cudaStreamCreate)
+dev_in = new(rt.cudaMalloc, args.batch * SAMPLE)
+dev_loss = new(rt.cudaMalloc, 4)
+loss = ctypes.create_string_buffer(4)
+begin, end = new(rt.cudaEventCreate), new(rt.cudaEventCreate)
+
+
+def load_sample(key, i):
+    t = store.take(key)
+    for _ in range(fetch_copies - 1):
+        t = bytes(bytearray(t))  # the fetch: CPU copies of the sample
+    check(rt.cudaMemcpyAsync(dev_in.value + i * SAMPLE, t, SAMPLE, H2D, stream))
+
+
+time.sleep(args.start_delay)
+engines = [threading.Thread(target=run_engine, args=(i,), daemon=True) for i in range(args.engines)]
+for e in engines:
+    e.start()
+
+with open(args.truth, "w") as out:
+    for step in range(args.steps):
+        t_start = time.monotonic_ns()
+        waited = 0
+        for i in range(args.batch):
+            w0 = time.monotonic_ns()
+            key = pool.get()
+            waited += time.monotonic_ns() - w0
+            load_sample(key, i)
+        t_data = time.monotonic_ns()
+        check(rt.cudaEventRecordWithFlags(begin, stream, 0))
+        for _ in range(kernels):
+            launch(stream, 100)
+        check(rt.cudaEventRecordWithFlags(end, stream, 0))
+        check(rt.cudaMemcpyAsync(loss, dev_loss, 4, D2H, stream))  # loss.item()
+        check(rt.cudaStreamSynchronize(stream))
+        ms = ctypes.c_float()
+        check(rt.cudaEventElapsedTime(ctypes.byref(ms), begin, end))
+        t_end = time.monotonic_ns()
+        dispatch_wait = waited / 1e9
+        step_time = (t_end - t_start) / 1e9 - dispatch_wait
+        with gen_lock:
+            recent = [t1 - t0 for t0, t1 in gen_times if t1 >= t_start]
+        per_call = sum(recent) / len(recent) / 1e9 if recent else 0.0
+        out.write(json.dumps(dict(
+            step=step, t_start_ns=t_start, t_data_end_ns=t_data, t_end_ns=t_end,
+            step_time=step_time, data_time=(t_data - t_start) / 1e9 - dispatch_wait,
+            compute_time=ms.value / 1e3, dispatch_wait=dispatch_wait,
+            train_capacity=args.batch / step_time, thru=args.batch / (step_time + dispatch_wait),
+            infer_batch_time=per_call, infer_capacity=args.engines / per_call if per_call else 0.0,
+            pool=pool.qsize())) + "\n")
+        out.flush()
+
+done.set()
+for e in engines:
+    e.join(timeout=5)
+print(json.dumps({"mode": args.mode, "steps": args.steps}), flush=True)
