@@ -34,15 +34,23 @@ const (
 	NumStats
 )
 
-// Load loads the programs and maps into the kernel. wakeupBytes is how much
-// data waits in the ring buffer before the reader is woken.
-func Load(wakeupBytes uint64) (*Objects, error) {
+// Settings are the programs' load-time constants.
+type Settings struct {
+	WakeupBytes uint64 // data waiting in the ring buffer before the reader is woken
+	PyMinWaitNS uint64 // Python lock waits shorter than this are not reported
+}
+
+// Load loads the programs and maps into the kernel.
+func Load(set Settings) (*Objects, error) {
 	spec, err := loadGpuprof()
 	if err != nil {
 		return nil, fmt.Errorf("load BPF spec: %w", err)
 	}
-	if err := spec.Variables["wakeup_bytes"].Set(wakeupBytes); err != nil {
+	if err := spec.Variables["wakeup_bytes"].Set(set.WakeupBytes); err != nil {
 		return nil, fmt.Errorf("set wakeup_bytes: %w", err)
+	}
+	if err := spec.Variables["py_min_wait_ns"].Set(set.PyMinWaitNS); err != nil {
+		return nil, fmt.Errorf("set py_min_wait_ns: %w", err)
 	}
 	var objs Objects
 	if err := spec.LoadAndAssign(&objs, nil); err != nil {

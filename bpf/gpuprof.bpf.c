@@ -139,7 +139,7 @@ struct py_event {
 	__u16 pad0;
 	__u32 pid;
 	__u32 tid;
-	__u32 ret; // PyLockStatus: 1 acquired, 0 timed out, 2 interrupted
+	__u32 ret; // the semaphore wait's return value: 0 acquired, -1 timed out or interrupted
 	__u64 start_ns;
 	__u64 end_ns;
 	__s64 timeout_us;
@@ -416,21 +416,18 @@ int lib_load(struct pt_regs *ctx)
 	return 0;
 }
 
-// PyThread_acquire_lock_timed(lock, microseconds, intr_flag): a timeout of
-// 0 is a non-blocking try (made with the GIL held, cheap to leave alone);
-// anything else may block with the GIL released, which is what a thread
-// waiting in queue.Queue.get, Event.wait or Condition.wait does.
+// libc's sem_wait, sem_timedwait and sem_clockwait in a process running
+// CPython: where a Python lock acquire that may block ends up, with the GIL
+// released (queue.Queue.get, Event.wait, Condition.wait, multiprocessing
+// locks). The return probe times the wait and reads the waiting frames.
 SEC("uprobe.multi")
 int py_lock_entry(struct pt_regs *ctx)
 {
-	__s64 timeout = PT_REGS_PARM2(ctx);
-	if (timeout == 0)
-		return 0;
 	struct thread_state *ts = thread_state(1);
 	if (!ts)
 		return 0;
 	ts->py.sp = PT_REGS_SP(ctx);
-	ts->py.args[1] = timeout;
+	ts->py.args[1] = 0;
 	ts->py.start_ns = bpf_ktime_get_ns();
 	return 0;
 }
@@ -526,6 +523,11 @@ int py_lock_return(struct pt_regs *ctx)
 	__u64 tstate = py_tstate(l);
 	if (tstate)
 		e->nframes = py_frames(l, tstate, e);
+	if (!e->nframes) {
+		// A native thread's semaphore: not a Python wait.
+		bpf_ringbuf_discard(e, 0);
+		return 0;
+	}
 	bpf_ringbuf_submit(e, ringbuf_flags());
 	return 0;
 }

@@ -2,6 +2,7 @@ package probes
 
 import (
 	"bufio"
+	"slices"
 	"debug/elf"
 	"fmt"
 	"os"
@@ -15,11 +16,18 @@ import (
 	"github.com/gpuprof/gpuprof/bpf"
 )
 
-// Python waits: a thread blocked in queue.Queue.get, Event.wait or
-// Condition.wait is blocked in PyThread_acquire_lock_timed with the GIL
-// released (FACTS.md §4). gpuprof probes that one native function and, when
-// a call blocked for long enough, reads a few interpreter frames to learn
-// which Python functions were waiting. No probe fires per Python call.
+// Python waits: a thread blocked in queue.Queue.get, Event.wait,
+// Condition.wait or a multiprocessing lock is blocked, with the GIL
+// released, in a POSIX semaphore wait: CPython's locks are semaphores
+// (3.10-3.12: PyThread_acquire_lock_timed calls sem_wait or sem_clockwait
+// once a non-blocking sem_trywait failed; 3.13's parking lot the same), and
+// so are multiprocessing's. gpuprof probes libc's sem_wait, sem_timedwait
+// and sem_clockwait in processes that run CPython, so only acquires that
+// may block are trapped (probing PyThread_acquire_lock_timed itself would
+// trap every uncontended acquire in a shared-libpython build: +1.3 µs each,
+// measured), and when a call blocked for long enough reads a few
+// interpreter frames to learn which Python functions were waiting. No probe
+// fires per Python call.
 
 // pyLayout is where CPython keeps what the frame walk reads, for one minor
 // version (x86-64, default build). Read from each version's headers with
@@ -49,10 +57,44 @@ type PythonPlan struct {
 	PID     int
 	File    MappedFile
 	Minor   int    // 3.Minor
-	Lock    Symbol // PyThread_acquire_lock_timed
-	Place   Placement
 	Runtime uint64 // &_PyRuntime in the process
 	Err     error  // why Python waits are not timed, if they are not
+}
+
+// semWaits are the libc functions a blocking acquire ends up in.
+var semWaits = []string{"sem_wait", "sem_timedwait", "sem_clockwait"}
+
+// SemaphorePlan is where in libc the wait probes go.
+type SemaphorePlan struct {
+	File   MappedFile
+	Probes []Probe // API left zero: these are not CUDA entry points
+}
+
+// isLibc says whether a mapped file is the C library.
+func isLibc(base string) bool {
+	return base == "libc.so.6" || strings.HasPrefix(base, "libc-2.") && strings.HasSuffix(base, ".so")
+}
+
+// PlanSemaphores finds the semaphore waits in a C library.
+func PlanSemaphores(f MappedFile) (SemaphorePlan, error) {
+	sp := SemaphorePlan{File: f}
+	syms, err := ReadSymbols(f.HostPath, func(n string) bool { return slices.Contains(semWaits, n) })
+	if err != nil {
+		return sp, err
+	}
+	seen := map[uint64]bool{}
+	for _, name := range semWaits {
+		s, ok := syms[name]
+		if !ok || seen[s.FileOffset] {
+			continue
+		}
+		seen[s.FileOffset] = true
+		sp.Probes = append(sp.Probes, Probe{Symbol: s, Placement: Place(s.Code)})
+	}
+	if len(sp.Probes) == 0 {
+		return sp, fmt.Errorf("%s defines none of %v", f.Path, semWaits)
+	}
+	return sp, nil
 }
 
 var pythonFile = regexp.MustCompile(`^(lib)?python3\.(\d+)`)
@@ -64,22 +106,13 @@ func isPythonFile(base string) bool { return pythonFile.MatchString(base) }
 // PlanPython looks for CPython in a mapped file. It returns nil when the
 // file does not hold the interpreter (python3.X linked to libpython).
 func PlanPython(procRoot string, pid int, f MappedFile) (*PythonPlan, error) {
-	syms, err := ReadSymbols(f.HostPath, func(n string) bool { return n == "PyThread_acquire_lock_timed" })
-	if err != nil {
-		return nil, err
-	}
-	lock, ok := syms["PyThread_acquire_lock_timed"]
-	if !ok {
-		return nil, nil
-	}
-	p := &PythonPlan{PID: pid, File: f, Lock: lock, Place: Place(lock.Code)}
-	m := pythonFile.FindStringSubmatch(f.Base())
-	p.Minor, _ = strconv.Atoi(m[2])
 	runtime, err := dataSymbol(f.HostPath, "_PyRuntime")
 	if err != nil {
-		p.Err = err
-		return p, nil
+		return nil, nil
 	}
+	p := &PythonPlan{PID: pid, File: f}
+	m := pythonFile.FindStringSubmatch(f.Base())
+	p.Minor, _ = strconv.Atoi(m[2])
 	bias, err := loadBias(procRoot, pid, f)
 	if err != nil {
 		p.Err = err
@@ -161,27 +194,30 @@ func loadBias(procRoot string, pid int, mf MappedFile) (uint64, error) {
 	return 0, fmt.Errorf("%s has no load segment", mf.Path)
 }
 
-// attachPython puts the lock-wait probes on the interpreter and tells the
-// BPF programs where its frames are.
-func attachPython(objs *bpf.Objects, p *PythonPlan) ([]link.Link, error) {
+// attachPython tells the BPF programs where the interpreter's frames are
+// and puts the wait probes on libc's semaphore waits.
+func attachPython(objs *bpf.Objects, p *PythonPlan, sems SemaphorePlan) ([]link.Link, error) {
 	pid := uint32(p.PID)
-	l := p.layout()
-	if err := objs.Python.Put(pid, l); err != nil {
+	if err := objs.Python.Put(pid, p.layout()); err != nil {
 		return nil, fmt.Errorf("set Python layout for PID %d: %w", p.PID, err)
 	}
-	ex, err := link.OpenExecutable(p.File.HostPath)
+	ex, err := link.OpenExecutable(sems.File.HostPath)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", p.File.Path, err)
+		return nil, fmt.Errorf("open %s: %w", sems.File.Path, err)
 	}
-	opts := &link.UprobeMultiOptions{Addresses: []uint64{p.Lock.FileOffset + p.Place.Offset}, PID: pid}
+	var addrs []uint64
+	for _, pr := range sems.Probes {
+		addrs = append(addrs, pr.Address())
+	}
+	opts := &link.UprobeMultiOptions{Addresses: addrs, PID: pid}
 	entry, err := ex.UprobeMulti(nil, objs.PyLockEntry, opts)
 	if err != nil {
-		return nil, fmt.Errorf("attach Python lock probe in %s: %w", p.File.Path, err)
+		return nil, fmt.Errorf("attach semaphore wait probes in %s: %w", sems.File.Path, err)
 	}
 	ret, err := ex.UretprobeMulti(nil, objs.PyLockReturn, opts)
 	if err != nil {
 		entry.Close()
-		return nil, fmt.Errorf("attach Python lock return probe in %s: %w", p.File.Path, err)
+		return nil, fmt.Errorf("attach semaphore wait return probes in %s: %w", sems.File.Path, err)
 	}
 	return []link.Link{entry, ret}, nil
 }

@@ -42,7 +42,7 @@ func TestPythonQueueWaits(t *testing.T) {
 					py = p.Python
 				}
 			}
-			if py == nil || py.Err != nil || !py.Place.Emulated {
+			if py == nil || py.Err != nil {
 				t.Fatalf("interpreter plan %+v", py)
 			}
 			c, err := runFor(t, s, 20*time.Second)

@@ -24,13 +24,16 @@ type Config struct {
 	ProcRoot string        // "/proc" unless testing
 	Poll     time.Duration // how often the ring buffer is drained
 	Rescan   time.Duration // how often maps are re-read even without a loader notice
+	// PyMinWait: Python lock waits shorter than this are not reported (an
+	// uncontended handoff is no wait worth a frame walk).
+	PyMinWait time.Duration
 	Options
 	Log *slog.Logger
 }
 
 // DefaultConfig is what gpuprof attach uses.
 func DefaultConfig() Config {
-	return Config{ProcRoot: "/proc", Poll: 20 * time.Millisecond, Rescan: time.Second,
+	return Config{ProcRoot: "/proc", Poll: 20 * time.Millisecond, Rescan: time.Second, PyMinWait: 50 * time.Microsecond,
 		Options: Options{Launches: true}, Log: slog.Default()}
 }
 
@@ -49,7 +52,9 @@ type Session struct {
 }
 
 type target struct {
-	python    *PythonPlan // the interpreter, once found
+	python    *PythonPlan    // the interpreter, once found
+	sems      *SemaphorePlan // libc's semaphore waits, once found
+	pyDone    bool           // Python wait probes attached (or not to be)
 	pid       int
 	pidfd     int
 	libs      map[string]*attachedLib // by file key
@@ -86,7 +91,7 @@ func Open(cfg Config) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	objs, err := bpf.Load(uint64(size) / 4)
+	objs, err := bpf.Load(bpf.Settings{WakeupBytes: uint64(size) / 4, PyMinWaitNS: uint64(cfg.PyMinWait)})
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +180,8 @@ func (s *Session) scan(t *target) ([]LibraryPlan, error) {
 	var added []LibraryPlan
 	for _, f := range files {
 		python := t.python == nil && isPythonFile(f.Base())
-		if !python && cudaapi.LayerOf(f.Base()) == cudaapi.LayerNone {
+		libc := t.sems == nil && isLibc(f.Base())
+		if !python && !libc && cudaapi.LayerOf(f.Base()) == cudaapi.LayerNone {
 			continue
 		}
 		s.mu.Lock()
@@ -184,13 +190,9 @@ func (s *Session) scan(t *target) ([]LibraryPlan, error) {
 		if done {
 			continue
 		}
-		if python {
-			lp, err := s.scanPython(t, f)
-			if err != nil {
+		if python || libc {
+			if err := s.scanPython(t, f, python); err != nil {
 				return added, err
-			}
-			if lp != nil {
-				added = append(added, *lp)
 			}
 			continue
 		}
@@ -219,36 +221,65 @@ func (s *Session) scan(t *target) ([]LibraryPlan, error) {
 		added = append(added, lp)
 		s.cfg.Log.Debug("attached", "pid", t.pid, "file", f.Path, "probes", len(lp.Probes))
 	}
+	if lp, err := s.attachPythonWaits(t); err != nil {
+		return added, err
+	} else if lp != nil {
+		added = append(added, *lp)
+	}
 	return added, nil
 }
 
-// scanPython attaches the lock-wait probes to the interpreter in f, if f
-// holds one. A Python gpuprof cannot read is reported in the plan, not as
-// an error: CUDA profiling goes on.
-func (s *Session) scanPython(t *target, f MappedFile) (*LibraryPlan, error) {
-	p, err := PlanPython(s.cfg.ProcRoot, t.pid, f)
-	s.cfg.Log.Debug("python", "pid", t.pid, "file", f.Path, "found", p != nil, "err", err)
-	if err != nil || p == nil {
-		s.mu.Lock()
-		t.libs[f.Key()] = &attachedLib{} // looked at: no interpreter here
-		s.mu.Unlock()
-		return nil, err
-	}
-	lib := &attachedLib{plan: LibraryPlan{PID: t.pid, File: f, Python: p}}
-	if p.Err == nil && !s.cfg.NoPython {
-		if lib.links, err = attachPython(s.objs, p); err != nil {
-			return nil, err
+// scanPython looks at a file that may hold the interpreter (python) or be
+// the C library, and remembers what it found.
+func (s *Session) scanPython(t *target, f MappedFile, python bool) error {
+	lib := &attachedLib{} // looked at
+	if python {
+		p, err := PlanPython(s.cfg.ProcRoot, t.pid, f)
+		s.cfg.Log.Debug("python", "pid", t.pid, "file", f.Path, "found", p != nil, "err", err)
+		if err != nil {
+			return err
 		}
-		now := monotonicNow()
-		s.mu.Lock()
-		s.marks = append(s.marks, events.Event{Kind: events.KindPyAttached, PID: uint32(t.pid), Start: now, End: now})
-		s.mu.Unlock()
+		if p != nil {
+			t.python = p
+			lib.plan = LibraryPlan{PID: t.pid, File: f, Python: p}
+		}
+	} else {
+		sp, err := PlanSemaphores(f)
+		if err != nil {
+			return err
+		}
+		t.sems = &sp
 	}
 	s.mu.Lock()
-	t.python = p
 	t.libs[f.Key()] = lib
 	s.mu.Unlock()
-	return &lib.plan, nil
+	return nil
+}
+
+// attachPythonWaits puts the wait probes in once both the interpreter and
+// libc are known, and returns the interpreter's plan to report. A Python
+// gpuprof cannot read is reported in the plan, not as an error: CUDA
+// profiling goes on.
+func (s *Session) attachPythonWaits(t *target) (*LibraryPlan, error) {
+	p := t.python
+	if t.pyDone || p == nil || (p.Err == nil && t.sems == nil) {
+		return nil, nil
+	}
+	t.pyDone = true
+	lp := &LibraryPlan{PID: t.pid, File: p.File, Python: p}
+	if p.Err != nil || s.cfg.NoPython {
+		return lp, nil
+	}
+	links, err := attachPython(s.objs, p, *t.sems)
+	if err != nil {
+		return nil, err
+	}
+	now := monotonicNow()
+	s.mu.Lock()
+	t.libs[t.sems.File.Key()].links = links
+	s.marks = append(s.marks, events.Event{Kind: events.KindPyAttached, PID: uint32(t.pid), Start: now, End: now})
+	s.mu.Unlock()
+	return lp, nil
 }
 
 // Sink receives batches of events in End-time order; the slice is reused

@@ -30,6 +30,7 @@ type profileFlags struct {
 	noLaunches bool
 	launchDuty float64
 	noCalls    bool
+	noPython   bool
 	quiet      bool
 }
 
@@ -42,6 +43,7 @@ func (f *profileFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.noLaunches, "no-launches", false, "do not count kernel launches (for launch-bound loops, where a probe on every launch costs several percent)")
 	fs.Float64Var(&f.launchDuty, "launch-duty", 0.1, "once steps are found, count launches this fraction of the time (1 s of every 10 at 0.1); 1 counts every launch, at ~0.5-0.7 µs a launch")
 	fs.BoolVar(&f.noCalls, "no-calls", false, "do not probe CUDA calls (syncs, copies, events, memory); with --no-launches only the loader hook stays, for measuring gpuprof's own cost")
+	fs.BoolVar(&f.noPython, "no-python", false, "do not time Python lock waits (queue gets, events)")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no live line")
 }
 
@@ -63,6 +65,7 @@ func openSession(f *profileFlags) (*probes.Session, error) {
 	cfg := probes.DefaultConfig()
 	cfg.Launches = !f.noLaunches
 	cfg.NoCalls = f.noCalls
+	cfg.NoPython = f.noPython
 	return probes.Open(cfg)
 }
 

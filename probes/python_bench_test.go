@@ -1,0 +1,129 @@
+package probes
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/gpuprof/gpuprof/events"
+	"github.com/gpuprof/gpuprof/internal/testenv"
+)
+
+// BenchmarkPythonLockProbe measures what the Python wait probes add: to an
+// uncontended acquire (no semaphore wait: nothing should be added) and to a
+// round of two blocking waits, whose return probes walk the thread list
+// and read the frames (the minimum wait to report is set to zero here, so
+// every wait is read). The BPF programs' own run time per hit is read from
+// the kernel's program statistics.
+//
+//	sudo go test -run '^$' -bench PythonLockProbe -benchtime 1x ./probes
+func BenchmarkPythonLockProbe(b *testing.B) {
+	testenv.RequireRoot(b)
+	cfg := DefaultConfig()
+	cfg.PyMinWait = 0
+	s, err := Open(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err == nil {
+		defer st.Close()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	waits := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Run(ctx, func(batch []events.Event, _ []LibraryPlan) {
+			for _, e := range batch {
+				if e.Kind == events.KindPyWait && len(e.Frames) > 0 {
+					waits++
+				}
+			}
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	script := filepath.Join(testenv.Root(), "testdata", "python", "lockloop.py")
+	pythons := testenv.Pythons(b)
+	for _, name := range []string{"pyenv-3.12", "debian-3.11"} {
+		python, ok := pythons[name]
+		if !ok {
+			continue
+		}
+		for _, mode := range []string{"uncontended", "pingpong"} {
+			n := 200000
+			if mode == "pingpong" {
+				n = 20000
+			}
+			cmd := exec.Command(python, script, mode)
+			in, _ := cmd.StdinPipe()
+			outPipe, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			out := bufio.NewReader(outPipe)
+			out.ReadString('\n') // ready
+			round := func() float64 {
+				var best []float64
+				for range 3 {
+					fmt.Fprintf(in, "%d\n", n)
+					line, _ := out.ReadString('\n')
+					v, _ := strconv.ParseFloat(strings.TrimSpace(line), 64)
+					best = append(best, v)
+				}
+				return slices.Min(best)
+			}
+			without := round()
+			var p *PythonPlan
+			var sems SemaphorePlan
+			files, _ := ExecutableFiles("/proc", cmd.Process.Pid)
+			for _, f := range files {
+				if isPythonFile(f.Base()) {
+					if pp, _ := PlanPython("/proc", cmd.Process.Pid, f); pp != nil && pp.Err == nil {
+						p = pp
+					}
+				}
+				if isLibc(f.Base()) {
+					sems, _ = PlanSemaphores(f)
+				}
+			}
+			if p == nil || len(sems.Probes) == 0 {
+				b.Fatalf("%s: no interpreter or libc found", name)
+			}
+			links, err := attachPython(s.Objects(), p, sems)
+			if err != nil {
+				b.Fatal(err)
+			}
+			before := waits
+			st0, _ := s.Objects().PyLockReturn.Stats()
+			with := round()
+			st1, _ := s.Objects().PyLockReturn.Stats()
+			time.Sleep(50 * time.Millisecond)
+			read := waits - before
+			closeLinks(links)
+			in.Close()
+			cmd.Wait()
+			per := "acquire"
+			if mode == "pingpong" {
+				per = "round of 2 blocking waits"
+			}
+			prog := 0.0
+			if st0 != nil && st1 != nil && st1.RunCount > st0.RunCount {
+				prog = float64(st1.Runtime-st0.Runtime) / float64(st1.RunCount-st0.RunCount)
+			}
+			b.Logf("%-11s %-11s %8.0f ns a %s without, %8.0f with: %+.0f ns; %d waits read with frames, return program %.0f ns a hit",
+				name, mode, without, per, with, with-without, read, prog)
+			b.ReportMetric(with-without, name+"-"+mode+"-ns")
+		}
+	}
+}
