@@ -34,10 +34,10 @@ fixtures:
 
 test: check-generated fixtures
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 20m ./...
+	$(GO) test -count=1 -p 1 -timeout 30m ./...
 
 bench: fixtures
-	$(GO) test -count=1 -run '^$$' -bench ProbeCost -benchtime 1x -v ./probes
+	$(GO) test -count=1 -run '^$$' -bench 'ProbeCost|PythonLockProbe' -benchtime 1x -v ./probes
 	$(GO) test -count=1 -run '^$$' -bench 'Correlate|DecodeRecord' -benchmem ./correlate ./probes
 
 demo: build fixtures

@@ -70,8 +70,8 @@ type SemaphorePlan struct {
 	Probes []Probe // API left zero: these are not CUDA entry points
 }
 
-// isLibc says whether a mapped file is the C library.
-func isLibc(base string) bool {
+// IsLibc says whether a mapped file is the C library.
+func IsLibc(base string) bool {
 	return base == "libc.so.6" || strings.HasPrefix(base, "libc-2.") && strings.HasSuffix(base, ".so")
 }
 

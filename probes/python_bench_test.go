@@ -93,7 +93,7 @@ func BenchmarkPythonLockProbe(b *testing.B) {
 						p = pp
 					}
 				}
-				if isLibc(f.Base()) {
+				if IsLibc(f.Base()) {
 					sems, _ = PlanSemaphores(f)
 				}
 			}

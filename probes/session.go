@@ -180,7 +180,7 @@ func (s *Session) scan(t *target) ([]LibraryPlan, error) {
 	var added []LibraryPlan
 	for _, f := range files {
 		python := t.python == nil && isPythonFile(f.Base())
-		libc := t.sems == nil && isLibc(f.Base())
+		libc := t.sems == nil && IsLibc(f.Base())
 		if !python && !libc && cudaapi.LayerOf(f.Base()) == cudaapi.LayerNone {
 			continue
 		}

@@ -30,6 +30,14 @@ func probesCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	cuda := 0
 	for _, f := range files {
+		if p, err := probes.PlanPython("/proc", *pid, f); err == nil && p != nil {
+			writePython(stdout, p)
+		}
+		if probes.IsLibc(f.Base()) {
+			if sp, err := probes.PlanSemaphores(f); err == nil {
+				writeSemaphores(stdout, sp)
+			}
+		}
 		layer := cudaapi.LayerOf(f.Base())
 		if layer == cudaapi.LayerNone {
 			continue
@@ -68,5 +76,21 @@ func writePlan(w io.Writer, lp probes.LibraryPlan) {
 	tw.Flush()
 	if len(lp.Missing) > 0 {
 		fmt.Fprintf(w, "  not in this library (not attached): %v\n", lp.Missing)
+	}
+}
+
+func writePython(w io.Writer, p *probes.PythonPlan) {
+	if p.Err != nil {
+		fmt.Fprintf(w, "%s: Python 3.%d, waits not timed: %v\n", p.File.Path, p.Minor, p.Err)
+		return
+	}
+	fmt.Fprintf(w, "%s: Python 3.%d (_PyRuntime at %#x): its waits are timed at libc's semaphore waits, frames read when a wait ends\n",
+		p.File.Path, p.Minor, p.Runtime)
+}
+
+func writeSemaphores(w io.Writer, sp probes.SemaphorePlan) {
+	fmt.Fprintf(w, "%s (Python waits, in processes running CPython):\n", sp.File.Path)
+	for _, p := range sp.Probes {
+		fmt.Fprintf(w, "  %s\t%#x\t%s\tentry+return\n", p.Symbol.Name, p.Address(), p.Placement)
 	}
 }
