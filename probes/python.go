@@ -2,12 +2,12 @@ package probes
 
 import (
 	"bufio"
-	"slices"
 	"debug/elf"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
