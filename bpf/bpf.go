@@ -23,6 +23,7 @@ const (
 	KindKernelName = 2
 	KindLibLoad    = 3
 	KindPyWait     = 5
+	KindPyGIL      = 6
 )
 
 // Counters in the stats map.

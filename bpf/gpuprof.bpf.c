@@ -17,6 +17,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define EV_KERNEL_NAME 2
 #define EV_LIB_LOAD 3
 #define EV_PY_WAIT 5
+#define EV_PY_GIL 6
 
 // Attach cookie layout, written by probes/cookie.go.
 #define COOKIE_API(c) ((c) & 0xffff)
@@ -87,7 +88,9 @@ struct call_slot {
 struct thread_state {
 	struct call_slot rt;
 	struct call_slot drv;
-	struct call_slot py; // a blocking PyThread_acquire_lock_timed
+	struct call_slot py;  // a semaphore wait in a Python process
+	struct call_slot gil; // a condition wait right after one: taking the GIL back
+	__u64 py_wait_end;    // when the thread's last reported Python wait ended
 	__u64 launch_first_ns;
 	__u64 launch_last_ns;
 	__u32 launches;
@@ -528,6 +531,57 @@ int py_lock_return(struct pt_regs *ctx)
 		bpf_ringbuf_discard(e, 0);
 		return 0;
 	}
+	ts->py_wait_end = bpf_ktime_get_ns();
+	bpf_ringbuf_submit(e, ringbuf_flags());
+	return 0;
+}
+
+// A thread that waited for a Python lock takes the GIL back next; when
+// another thread holds it, it waits on the GIL's condition variable
+// (pthread_cond_timedwait, in slices of the switch interval). Such waits
+// that follow a reported wait within this are reported as its tail.
+#define GIL_FOLLOW_NS 20000
+
+SEC("uprobe.multi")
+int gil_entry(struct pt_regs *ctx)
+{
+	struct thread_state *ts = thread_state(0);
+	if (!ts || !ts->py_wait_end)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	if (now - ts->py_wait_end > GIL_FOLLOW_NS) {
+		ts->py_wait_end = 0;
+		return 0;
+	}
+	ts->gil.sp = PT_REGS_SP(ctx);
+	ts->gil.start_ns = now;
+	return 0;
+}
+
+SEC("uretprobe.multi")
+int gil_return(struct pt_regs *ctx)
+{
+	struct thread_state *ts = thread_state(0);
+	if (!ts || !ts->gil.start_ns)
+		return 0;
+	__u64 sp = PT_REGS_SP(ctx), start = ts->gil.start_ns;
+	ts->gil.start_ns = 0;
+	if (sp <= ts->gil.sp || sp > ts->gil.sp + 16)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	ts->py_wait_end = now; // a longer GIL wait comes as several
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(STAT_RINGBUF_FULL);
+		return 0;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	__u64 id = bpf_get_current_pid_tgid();
+	e->kind = EV_PY_GIL;
+	e->pid = id >> 32;
+	e->tid = (__u32)id;
+	e->start_ns = start;
+	e->end_ns = now;
 	bpf_ringbuf_submit(e, ringbuf_flags());
 	return 0;
 }

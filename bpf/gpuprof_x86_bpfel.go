@@ -113,6 +113,14 @@ type gpuprofThreadState struct {
 		Cookie  uint64
 		Args    [5]uint64
 	}
+	Gil struct {
+		_       structs.HostLayout
+		StartNs uint64
+		Sp      uint64
+		Cookie  uint64
+		Args    [5]uint64
+	}
+	PyWaitEnd     uint64
 	LaunchFirstNs uint64
 	LaunchLastNs  uint64
 	Launches      uint32
@@ -131,6 +139,8 @@ const (
 	gpuprofProgApiEntry       = "api_entry"
 	gpuprofProgApiReturn      = "api_return"
 	gpuprofProgBare           = "bare"
+	gpuprofProgGilEntry       = "gil_entry"
+	gpuprofProgGilReturn      = "gil_return"
 	gpuprofProgLaunchEntry    = "launch_entry"
 	gpuprofProgLibLoad        = "lib_load"
 	gpuprofProgPyLockEntry    = "py_lock_entry"
@@ -189,6 +199,8 @@ type gpuprofProgramSpecs struct {
 	ApiEntry     *ebpf.ProgramSpec `ebpf:"api_entry"`
 	ApiReturn    *ebpf.ProgramSpec `ebpf:"api_return"`
 	Bare         *ebpf.ProgramSpec `ebpf:"bare"`
+	GilEntry     *ebpf.ProgramSpec `ebpf:"gil_entry"`
+	GilReturn    *ebpf.ProgramSpec `ebpf:"gil_return"`
 	LaunchEntry  *ebpf.ProgramSpec `ebpf:"launch_entry"`
 	LibLoad      *ebpf.ProgramSpec `ebpf:"lib_load"`
 	PyLockEntry  *ebpf.ProgramSpec `ebpf:"py_lock_entry"`
@@ -276,6 +288,8 @@ type gpuprofPrograms struct {
 	ApiEntry     *ebpf.Program `ebpf:"api_entry"`
 	ApiReturn    *ebpf.Program `ebpf:"api_return"`
 	Bare         *ebpf.Program `ebpf:"bare"`
+	GilEntry     *ebpf.Program `ebpf:"gil_entry"`
+	GilReturn    *ebpf.Program `ebpf:"gil_return"`
 	LaunchEntry  *ebpf.Program `ebpf:"launch_entry"`
 	LibLoad      *ebpf.Program `ebpf:"lib_load"`
 	PyLockEntry  *ebpf.Program `ebpf:"py_lock_entry"`
@@ -287,6 +301,8 @@ func (p *gpuprofPrograms) Close() error {
 		p.ApiEntry,
 		p.ApiReturn,
 		p.Bare,
+		p.GilEntry,
+		p.GilReturn,
 		p.LaunchEntry,
 		p.LibLoad,
 		p.PyLockEntry,

@@ -211,6 +211,7 @@ func (b *builder) measureWaits(s *Step, waits []item, dataEnd, firstCall uint64)
 			continue
 		}
 		d := hi - lo
+		s.GILWait += seconds(min(w.gil, d))
 		switch w.wait {
 		case WaitDispatch:
 			s.DispatchWait += seconds(d)

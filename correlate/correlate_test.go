@@ -454,3 +454,33 @@ func TestOnlyWaitsNoSteps(t *testing.T) {
 		t.Fatalf("%d steps from waits alone", len(steps))
 	}
 }
+
+func TestGILTailJoinsTheWait(t *testing.T) {
+	tr := newThread(100, 101, 0)
+	for range 30 {
+		tr.pywait(5 * ms)
+		// Taking the GIL back: 5 µs later, 300 µs long; then a ctypes call
+		// and a second GIL wait 100 µs after, which is not the wait's tail.
+		tr.evs = append(tr.evs, events.Event{Kind: events.KindPyGIL, PID: 100, TID: 101, Start: tr.t + 5*us, End: tr.t + 305*us})
+		tr.idle(405 * us)
+		tr.evs = append(tr.evs, events.Event{Kind: events.KindPyGIL, PID: 100, TID: 101, Start: tr.t, End: tr.t + 50*us})
+		tr.idle(50 * us)
+		tr.call(t, "cudaMemcpyAsync", 20*us, 0xa000, 0xb000, 1<<20, 1, 0)
+		tr.launch(30, 10*us)
+		tr.call(t, "cudaStreamSynchronize", ms, 0)
+	}
+	c, _ := New(Config{})
+	c.ObserveWaits()
+	var steps []Step
+	for i := range tr.evs {
+		steps = append(steps, c.Add(&tr.evs[i])...)
+	}
+	steps = append(steps, c.Finish()...)
+	if len(steps) != 29 {
+		t.Fatalf("%d steps", len(steps))
+	}
+	for _, s := range steps {
+		within(t, "dispatch_wait", s.DispatchWait, 0.005305, 1e-6)
+		within(t, "gil_wait", s.GILWait, 0.000305, 1e-6)
+	}
+}

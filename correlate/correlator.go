@@ -67,6 +67,7 @@ type item struct {
 	mark uint64
 	wait WaitKind // for a Python wait
 	what string   // what the Python wait waited in
+	gil  uint64   // of which taking the GIL back after it
 }
 
 type record struct{ start, end uint64 }
@@ -118,6 +119,38 @@ func New(cfg Config) (*Correlator, error) {
 	return c, nil
 }
 
+// gilFollow is how soon after a Python wait a GIL wait must begin to be its
+// tail (the BPF side uses the same bound).
+const gilFollow = 20e3
+
+// extendWait adds a GIL wait to the Python wait it follows on its thread:
+// the wait lasted until the thread could run Python code again, as the
+// job's own clock around queue.get() sees it.
+func (c *Correlator) extendWait(g *events.Event) {
+	extend := func(items []item) bool {
+		for i := len(items) - 1; i >= 0 && i >= len(items)-64; i-- {
+			it := &items[i]
+			if it.ev.Kind != events.KindPyWait || it.ev.TID != g.TID || it.ev.PID != g.PID {
+				continue
+			}
+			if g.Start >= it.ev.End && g.Start-it.ev.End <= gilFollow {
+				it.gil += g.End - it.ev.End
+				it.ev.End = g.End
+			}
+			return true
+		}
+		return false
+	}
+	if c.b != nil {
+		if extend(c.b.limbo) || extend(c.b.cur) {
+			return
+		}
+		extend(c.window)
+		return
+	}
+	extend(c.buf)
+}
+
 // ObserveWaits says Python waits are probed in the job, so that steps
 // without any report zero dispatch wait rather than none known.
 func (c *Correlator) ObserveWaits() {
@@ -149,6 +182,9 @@ func (c *Correlator) Add(e *events.Event) []Step {
 		return nil
 	case events.KindPyAttached:
 		c.ObserveWaits()
+		return nil
+	case events.KindPyGIL:
+		c.extendWait(e)
 		return nil
 	case events.KindCall, events.KindPyWait:
 	default:

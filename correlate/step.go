@@ -35,7 +35,10 @@ type Step struct {
 	DispatchWait  float64 `json:"dispatch_wait"` // waiting for work to arrive: queue gets, events, futures
 	DataWait      float64 `json:"data_wait"`     // waiting for DataLoader workers
 	LockWait      float64 `json:"lock_wait"`     // waiting for a plain lock
-	WaitedOn      string  `json:"waited_on,omitempty"`
+	// GILWait is the part of those waits spent taking the GIL back after
+	// the awaited lock was free: other Python threads held it.
+	GILWait  float64 `json:"gil_wait"`
+	WaitedOn string  `json:"waited_on,omitempty"`
 	// LeadIn is the time from the previous boundary to a dispatch wait
 	// that opens the step: the loop's bookkeeping between steps, neither
 	// waiting nor working on this step.

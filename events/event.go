@@ -23,6 +23,9 @@ const (
 	// KindPyAttached says Python lock waits are probed in process PID from
 	// End on: a step with no wait then waited zero, not an unknown time.
 	KindPyAttached Kind = 6
+	// KindPyGIL is a thread, right after a Python wait, waiting from Start
+	// to End to take the GIL back: the tail of that wait.
+	KindPyGIL Kind = 7
 )
 
 // PyFrame is one Python frame: the function's qualified name and file.

@@ -48,7 +48,7 @@ type traceLine struct {
 }
 
 var kindNames = map[Kind]string{KindCall: "call", KindKernelName: "kernel_name", KindLibLoad: "lib_load",
-	KindLaunchProbes: "launch_probes", KindPyWait: "py_wait", KindPyAttached: "py_attached"}
+	KindLaunchProbes: "launch_probes", KindPyWait: "py_wait", KindPyAttached: "py_attached", KindPyGIL: "py_gil"}
 
 // TraceWriter writes events to a trace file.
 type TraceWriter struct {

@@ -20,7 +20,7 @@ func decodeRecord(raw []byte, ev *events.Event) error {
 		return fmt.Errorf("decode record: empty")
 	}
 	switch raw[0] {
-	case bpf.KindCall, bpf.KindLibLoad:
+	case bpf.KindCall, bpf.KindLibLoad, bpf.KindPyGIL:
 		if len(raw) < callSize {
 			return fmt.Errorf("decode record: %d bytes, want %d", len(raw), callSize)
 		}
@@ -28,7 +28,11 @@ func decodeRecord(raw []byte, ev *events.Event) error {
 		if _, err := binary.Decode(raw, binary.LittleEndian, &r); err != nil {
 			return fmt.Errorf("decode record: %w", err)
 		}
-		*ev = events.Event{Kind: events.Kind(r.Kind), API: r.Api, PID: r.Pid, TID: r.Tid,
+		kind := events.Kind(r.Kind)
+		if r.Kind == bpf.KindPyGIL {
+			kind = events.KindPyGIL
+		}
+		*ev = events.Event{Kind: kind, API: r.Api, PID: r.Pid, TID: r.Tid,
 			Start: r.StartNs, End: r.EndNs, Launches: r.Launches, GraphLaunches: r.GraphLaunches,
 			LaunchFirst: r.LaunchFirstNs, LaunchLast: r.LaunchLastNs, Args: r.Args, Ret: r.Ret, Out: r.Out}
 	case bpf.KindKernelName:

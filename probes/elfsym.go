@@ -35,6 +35,7 @@ func ReadSymbols(path string, want func(string) bool) (map[string]Symbol, error)
 		return nil, fmt.Errorf("open ELF %s: machine %s, gpuprof probes x86-64 only", path, f.Machine)
 	}
 	out := map[string]Symbol{}
+	hidden := map[string]bool{} // names recorded from a non-default version (name@VER)
 	for _, read := range []func() ([]elf.Symbol, error){f.DynamicSymbols, f.Symbols} {
 		syms, err := read()
 		if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
@@ -48,9 +49,14 @@ func ReadSymbols(path string, want func(string) bool) (map[string]Symbol, error)
 				continue
 			}
 			name := cudaapi.StripVersion(s.Name)
-			if _, dup := out[name]; dup || !want(name) {
+			isHidden := s.HasVersion && s.VersionIndex.IsHidden()
+			// A name can come twice: an old version kept for old binaries
+			// (pthread_cond_timedwait@GLIBC_2.2.5) and the default one
+			// (@@GLIBC_2.3.2) that programs bind to now. Keep the default.
+			if _, dup := out[name]; (dup && !(hidden[name] && !isHidden)) || !want(name) {
 				continue
 			}
+			hidden[name] = isHidden
 			off, ok := fileOffset(f, s.Value)
 			if !ok {
 				continue

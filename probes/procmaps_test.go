@@ -1,6 +1,7 @@
 package probes
 
 import (
+	"debug/elf"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -72,5 +73,31 @@ func TestReadSymbolsOfStandIn(t *testing.T) {
 	}
 	if _, err := ReadSymbols("procmaps_test.go", func(string) bool { return true }); err == nil {
 		t.Error("a Go file read as ELF")
+	}
+}
+
+// TestReadSymbolsPrefersDefaultVersion: glibc keeps an old
+// pthread_cond_timedwait@GLIBC_2.2.5 beside the default
+// pthread_cond_timedwait@@GLIBC_2.3.2 that programs bind to.
+func TestReadSymbolsPrefersDefaultVersion(t *testing.T) {
+	const libc = "/lib/x86_64-linux-gnu/libc.so.6"
+	f, err := elf.Open(libc)
+	if err != nil {
+		testenv.Skip(t, "no %s to read: %v", libc, err)
+	}
+	defer f.Close()
+	dyn, _ := f.DynamicSymbols()
+	var def uint64
+	for _, s := range dyn {
+		if s.Name == "pthread_cond_timedwait" && s.HasVersion && !s.VersionIndex.IsHidden() {
+			def = s.Value
+		}
+	}
+	syms, err := ReadSymbols(libc, func(n string) bool { return n == "pthread_cond_timedwait" })
+	if err != nil || def == 0 {
+		t.Fatal(err, def)
+	}
+	if got := syms["pthread_cond_timedwait"].Value; got != def {
+		t.Fatalf("pthread_cond_timedwait at %#x, the default version is at %#x", got, def)
 	}
 }

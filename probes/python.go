@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/gpuprof/gpuprof/bpf"
@@ -61,13 +62,18 @@ type PythonPlan struct {
 	Err     error  // why Python waits are not timed, if they are not
 }
 
-// semWaits are the libc functions a blocking acquire ends up in.
-var semWaits = []string{"sem_wait", "sem_timedwait", "sem_clockwait"}
+// semWaits are the libc functions a blocking acquire ends up in; condWaits
+// the ones a thread taking the GIL back waits in when another holds it.
+var (
+	semWaits  = []string{"sem_wait", "sem_timedwait", "sem_clockwait"}
+	condWaits = []string{"pthread_cond_timedwait", "pthread_cond_wait", "pthread_cond_clockwait"}
+)
 
 // SemaphorePlan is where in libc the wait probes go.
 type SemaphorePlan struct {
 	File   MappedFile
-	Probes []Probe // API left zero: these are not CUDA entry points
+	Probes []Probe // semaphore waits; API left zero: not CUDA entry points
+	GIL    []Probe // condition waits, probed to time taking the GIL back
 }
 
 // IsLibc says whether a mapped file is the C library.
@@ -78,19 +84,26 @@ func IsLibc(base string) bool {
 // PlanSemaphores finds the semaphore waits in a C library.
 func PlanSemaphores(f MappedFile) (SemaphorePlan, error) {
 	sp := SemaphorePlan{File: f}
-	syms, err := ReadSymbols(f.HostPath, func(n string) bool { return slices.Contains(semWaits, n) })
+	syms, err := ReadSymbols(f.HostPath, func(n string) bool {
+		return slices.Contains(semWaits, n) || slices.Contains(condWaits, n)
+	})
 	if err != nil {
 		return sp, err
 	}
 	seen := map[uint64]bool{}
-	for _, name := range semWaits {
-		s, ok := syms[name]
-		if !ok || seen[s.FileOffset] {
-			continue
+	pick := func(names []string) []Probe {
+		var out []Probe
+		for _, name := range names {
+			s, ok := syms[name]
+			if !ok || seen[s.FileOffset] {
+				continue
+			}
+			seen[s.FileOffset] = true
+			out = append(out, Probe{Symbol: s, Placement: Place(s.Code)})
 		}
-		seen[s.FileOffset] = true
-		sp.Probes = append(sp.Probes, Probe{Symbol: s, Placement: Place(s.Code)})
+		return out
 	}
+	sp.Probes, sp.GIL = pick(semWaits), pick(condWaits)
 	if len(sp.Probes) == 0 {
 		return sp, fmt.Errorf("%s defines none of %v", f.Path, semWaits)
 	}
@@ -205,19 +218,32 @@ func attachPython(objs *bpf.Objects, p *PythonPlan, sems SemaphorePlan) ([]link.
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", sems.File.Path, err)
 	}
-	var addrs []uint64
-	for _, pr := range sems.Probes {
-		addrs = append(addrs, pr.Address())
+	var links []link.Link
+	for _, set := range []struct {
+		probes     []Probe
+		entry, ret *ebpf.Program
+		what       string
+	}{{sems.Probes, objs.PyLockEntry, objs.PyLockReturn, "semaphore wait"}, {sems.GIL, objs.GilEntry, objs.GilReturn, "GIL wait"}} {
+		if len(set.probes) == 0 {
+			continue
+		}
+		var addrs []uint64
+		for _, pr := range set.probes {
+			addrs = append(addrs, pr.Address())
+		}
+		opts := &link.UprobeMultiOptions{Addresses: addrs, PID: pid}
+		entry, err := ex.UprobeMulti(nil, set.entry, opts)
+		if err != nil {
+			closeLinks(links)
+			return nil, fmt.Errorf("attach %s probes in %s: %w", set.what, sems.File.Path, err)
+		}
+		links = append(links, entry)
+		ret, err := ex.UretprobeMulti(nil, set.ret, opts)
+		if err != nil {
+			closeLinks(links)
+			return nil, fmt.Errorf("attach %s return probes in %s: %w", set.what, sems.File.Path, err)
+		}
+		links = append(links, ret)
 	}
-	opts := &link.UprobeMultiOptions{Addresses: addrs, PID: pid}
-	entry, err := ex.UprobeMulti(nil, objs.PyLockEntry, opts)
-	if err != nil {
-		return nil, fmt.Errorf("attach semaphore wait probes in %s: %w", sems.File.Path, err)
-	}
-	ret, err := ex.UretprobeMulti(nil, objs.PyLockReturn, opts)
-	if err != nil {
-		entry.Close()
-		return nil, fmt.Errorf("attach semaphore wait return probes in %s: %w", sems.File.Path, err)
-	}
-	return []link.Link{entry, ret}, nil
+	return links, nil
 }

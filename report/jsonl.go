@@ -27,6 +27,7 @@ type stepRecord struct {
 	DispatchWait *float64 `json:"dispatch_wait,omitempty"`
 	DataWait     *float64 `json:"data_wait,omitempty"`
 	LockWait     *float64 `json:"lock_wait,omitempty"`
+	GILWait      *float64 `json:"gil_wait,omitempty"`
 	DataTime     *float64 `json:"data_time,omitempty"`
 }
 
@@ -59,7 +60,7 @@ func (j *JSONL) Write(s correlate.Step) error {
 		r.Launches, r.GraphLaunches, r.OtherLaunches = &s.Launches, &s.GraphLaunches, &s.OtherLaunches
 	}
 	if s.WaitsObserved {
-		r.DispatchWait, r.DataWait, r.LockWait = &s.DispatchWait, &s.DataWait, &s.LockWait
+		r.DispatchWait, r.DataWait, r.LockWait, r.GILWait = &s.DispatchWait, &s.DataWait, &s.LockWait, &s.GILWait
 	}
 	if s.DataMeasured {
 		r.DataTime = &s.DataTime
