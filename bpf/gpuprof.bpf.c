@@ -399,23 +399,31 @@ int launch_entry(struct pt_regs *ctx)
 	return 0;
 }
 
-// The loader's debugger hook: the set of libraries changed.
-SEC("uprobe.multi")
-int lib_load(struct pt_regs *ctx)
+// emit_span sends an event that is only a kind, a thread and a time span.
+static __always_inline void emit_span(__u8 kind, __u64 start, __u64 end, __u64 flags)
 {
 	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count(STAT_RINGBUF_FULL);
-		return 0;
+		return;
 	}
 	__builtin_memset(e, 0, sizeof(*e));
 	__u64 id = bpf_get_current_pid_tgid();
-	e->kind = EV_LIB_LOAD;
+	e->kind = kind;
 	e->pid = id >> 32;
 	e->tid = (__u32)id;
-	e->start_ns = e->end_ns = bpf_ktime_get_ns();
+	e->start_ns = start;
+	e->end_ns = end;
+	bpf_ringbuf_submit(e, flags);
+}
+
+// The loader's debugger hook: the set of libraries changed.
+SEC("uprobe.multi")
+int lib_load(struct pt_regs *ctx)
+{
+	__u64 now = bpf_ktime_get_ns();
 	// Wake the reader now: a library was just loaded and waits for probes.
-	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	emit_span(EV_LIB_LOAD, now, now, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 
@@ -570,19 +578,7 @@ int gil_return(struct pt_regs *ctx)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
 	ts->py_wait_end = now; // a longer GIL wait comes as several
-	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count(STAT_RINGBUF_FULL);
-		return 0;
-	}
-	__builtin_memset(e, 0, sizeof(*e));
-	__u64 id = bpf_get_current_pid_tgid();
-	e->kind = EV_PY_GIL;
-	e->pid = id >> 32;
-	e->tid = (__u32)id;
-	e->start_ns = start;
-	e->end_ns = now;
-	bpf_ringbuf_submit(e, ringbuf_flags());
+	emit_span(EV_PY_GIL, start, now, ringbuf_flags());
 	return 0;
 }
 
