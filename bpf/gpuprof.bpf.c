@@ -124,7 +124,7 @@ struct py_layout {
 	__u32 pad;
 };
 
-#define PY_FRAMES 4
+#define PY_FRAMES 8
 #define PY_FUNC_LEN 64
 #define PY_FILE_LEN 128
 #define PY_MAX_THREADS 256
@@ -139,13 +139,13 @@ struct py_frame {
 struct py_event {
 	__u8 kind;
 	__u8 nframes;
-	__u16 pad0;
+	__u16 wait; // which wait function: the probe's cookie (probes/python.go)
 	__u32 pid;
 	__u32 tid;
-	__u32 ret; // the semaphore wait's return value: 0 acquired, -1 timed out or interrupted
+	__u32 ret; // the wait function's return value
 	__u64 start_ns;
 	__u64 end_ns;
-	__s64 timeout_us;
+	__u64 arg0; // its first argument (select's nfds: 0 for a sleep)
 	struct py_frame frames[PY_FRAMES];
 };
 
@@ -427,10 +427,11 @@ int lib_load(struct pt_regs *ctx)
 	return 0;
 }
 
-// libc's sem_wait, sem_timedwait and sem_clockwait in a process running
-// CPython: where a Python lock acquire that may block ends up, with the GIL
-// released (queue.Queue.get, Event.wait, Condition.wait, multiprocessing
-// locks). The return probe times the wait and reads the waiting frames.
+// libc's blocking waits in a process running CPython: semaphore waits,
+// where a Python lock acquire that may block ends up with the GIL released
+// (queue.Queue.get, Event.wait, Condition.wait, multiprocessing locks),
+// poll and select (multiprocessing queues and connections), and sleeps.
+// The return probe times the wait and reads the waiting frames.
 SEC("uprobe.multi")
 int py_lock_entry(struct pt_regs *ctx)
 {
@@ -438,7 +439,8 @@ int py_lock_entry(struct pt_regs *ctx)
 	if (!ts)
 		return 0;
 	ts->py.sp = PT_REGS_SP(ctx);
-	ts->py.args[1] = 0;
+	ts->py.args[0] = PT_REGS_PARM1(ctx);
+	ts->py.cookie = bpf_get_attach_cookie(ctx);
 	ts->py.start_ns = bpf_ktime_get_ns();
 	return 0;
 }
@@ -488,6 +490,8 @@ static __always_inline __u8 py_frames(struct py_layout *l, __u64 tstate, struct 
 			if (n < PY_FRAMES && code) {
 				__u64 name = read_ptr(code + l->code_name);
 				__u64 file = read_ptr(code + l->code_filename);
+				e->frames[n].func[0] = 0;
+				e->frames[n].file[0] = 0;
 				bpf_probe_read_user_str(e->frames[n].func, PY_FUNC_LEN, (void *)(name + l->unicode_data));
 				bpf_probe_read_user_str(e->frames[n].file, PY_FILE_LEN, (void *)(file + l->unicode_data));
 				n++;
@@ -523,14 +527,17 @@ int py_lock_return(struct pt_regs *ctx)
 		count(STAT_RINGBUF_FULL);
 		return 0;
 	}
-	__builtin_memset(e, 0, sizeof(*e));
+	// Frames past nframes are left as they are: the reader ignores them (and
+	// 1.5 KB is too much to clear here).
 	e->kind = EV_PY_WAIT;
+	e->nframes = 0;
+	e->wait = ts->py.cookie;
 	e->pid = pid;
 	e->tid = (__u32)id;
 	e->ret = PT_REGS_RC(ctx);
 	e->start_ns = start;
 	e->end_ns = now;
-	e->timeout_us = ts->py.args[1];
+	e->arg0 = ts->py.args[0];
 	__u64 tstate = py_tstate(l);
 	if (tstate)
 		e->nframes = py_frames(l, tstate, e);

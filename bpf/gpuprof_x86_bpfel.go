@@ -54,17 +54,17 @@ type gpuprofNameEvent struct {
 }
 
 type gpuprofPyEvent struct {
-	_         structs.HostLayout
-	Kind      uint8
-	Nframes   uint8
-	Pad0      uint16
-	Pid       uint32
-	Tid       uint32
-	Ret       uint32
-	StartNs   uint64
-	EndNs     uint64
-	TimeoutUs int64
-	Frames    [4]struct {
+	_       structs.HostLayout
+	Kind    uint8
+	Nframes uint8
+	Wait    uint16
+	Pid     uint32
+	Tid     uint32
+	Ret     uint32
+	StartNs uint64
+	EndNs   uint64
+	Arg0    uint64
+	Frames  [8]struct {
 		_    structs.HostLayout
 		Func [64]int8
 		File [128]int8

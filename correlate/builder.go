@@ -222,6 +222,8 @@ func (b *builder) measureWaits(s *Step, waits []item, dataEnd, firstCall uint64)
 			s.DataWait += seconds(d)
 		case WaitLock:
 			s.LockWait += seconds(d)
+		case WaitIO:
+			s.IOWait += seconds(d)
 		}
 		longest[w.what] += d
 	}

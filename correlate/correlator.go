@@ -193,7 +193,7 @@ func (c *Correlator) Add(e *events.Event) []Step {
 	it := item{ev: *e}
 	a := e.Desc()
 	if e.Kind == events.KindPyWait {
-		it.wait, it.what = classify(e.Frames)
+		it.wait, it.what = classifyWait(e)
 		c.sum.addWait(e, it.wait, it.what)
 	} else {
 		c.sum.addEvent(e, a)

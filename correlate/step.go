@@ -35,6 +35,7 @@ type Step struct {
 	DispatchWait  float64 `json:"dispatch_wait"` // waiting for work to arrive: queue gets, events, futures
 	DataWait      float64 `json:"data_wait"`     // waiting for DataLoader workers
 	LockWait      float64 `json:"lock_wait"`     // waiting for a plain lock
+	IOWait        float64 `json:"io_wait"`       // in poll or select on other descriptors
 	// GILWait is the part of those waits spent taking the GIL back after
 	// the awaited lock was free: other Python threads held it.
 	GILWait  float64 `json:"gil_wait"`

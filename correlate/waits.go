@@ -18,9 +18,37 @@ const (
 	WaitData
 	// WaitLock: for a plain lock another thread holds.
 	WaitLock
+	// WaitIO: in poll or select on descriptors no known queue owns.
+	WaitIO
 )
 
-func (k WaitKind) String() string { return [...]string{"dispatch", "data", "lock"}[k] }
+func (k WaitKind) String() string { return [...]string{"dispatch", "data", "lock", "io"}[k] }
+
+// classifyWait names what a Python wait event waited for: sleeps by the
+// libc function they blocked in, the rest by their frames.
+func classifyWait(e *events.Event) (WaitKind, string) {
+	sleep := e.Name == "clock_nanosleep" || e.Name == "nanosleep" ||
+		(e.Name == "select" || e.Name == "pselect") && e.Args[0] == 0
+	if sleep {
+		// A loop that sleeps until samples exist waits for them all the
+		// same (AngelSpec's controller polls the pool every 10 ms).
+		where := ""
+		if len(e.Frames) > 0 {
+			where = " in " + shortFunc(e.Frames[0])
+		}
+		for _, f := range e.Frames {
+			if strings.Contains(f.File, "torch/utils/data/") {
+				return WaitData, "time.sleep" + where
+			}
+		}
+		return WaitDispatch, "time.sleep" + where
+	}
+	kind, what := classify(e.Frames)
+	if kind == WaitLock && (e.Name == "poll" || e.Name == "ppoll" || e.Name == "select" || e.Name == "pselect") {
+		kind, what = WaitIO, e.Name+strings.TrimPrefix(what, "lock")
+	}
+	return kind, what
+}
 
 // classify reads a wait's frames, innermost first, and names what waited:
 // the blocking call ("queue.Queue.get") and the first caller outside the
@@ -31,10 +59,16 @@ func classify(frames []events.PyFrame) (WaitKind, string) {
 			return WaitData, "DataLoader (" + shortFunc(f) + ")"
 		}
 	}
+	// The outermost known call is the one that says the most: a
+	// multiprocessing queue's get waits in its connection's wait.
+	call := ""
 	for _, f := range frames {
-		if call, ok := blockingCall(f); ok {
-			return WaitDispatch, call
+		if c, ok := blockingCall(f); ok {
+			call = c
 		}
+	}
+	if call != "" {
+		return WaitDispatch, call
 	}
 	// Waiting on a threading primitive (an event, a condition, a join) is
 	// waiting for another thread's work too.
@@ -63,6 +97,8 @@ func blockingCall(f events.PyFrame) (string, bool) {
 		return "queue.Queue." + fn, true
 	case strings.HasSuffix(file, "concurrent/futures/_base.py") && (fn == "result" || fn == "wait" || fn == "as_completed"):
 		return "concurrent.futures." + fn, true
+	case strings.HasSuffix(file, "multiprocessing/connection.py") && (fn == "recv" || fn == "recv_bytes" || fn == "wait"):
+		return "multiprocessing.connection." + fn, true
 	}
 	return "", false
 }

@@ -36,3 +36,23 @@ func TestClassifyWaits(t *testing.T) {
 		}
 	}
 }
+
+func TestClassifySleeps(t *testing.T) {
+	caller := []events.PyFrame{{Func: "Trainer.wait_for_samples", File: "angelspec/controller.py"}}
+	for _, tc := range []struct {
+		name string
+		arg0 uint64
+		kind WaitKind
+		what string
+	}{
+		{"clock_nanosleep", 0, WaitDispatch, "time.sleep in controller.py:Trainer.wait_for_samples"},
+		{"select", 0, WaitDispatch, "time.sleep in controller.py:Trainer.wait_for_samples"}, // 3.10's sleep
+		{"select", 5, WaitIO, "select in controller.py:Trainer.wait_for_samples"},           // a real select
+	} {
+		e := &events.Event{Kind: events.KindPyWait, Name: tc.name, Frames: caller}
+		e.Args[0] = tc.arg0
+		if kind, what := classifyWait(e); kind != tc.kind || what != tc.what {
+			t.Errorf("%s(%d): %s %q, want %s %q", tc.name, tc.arg0, kind, what, tc.kind, tc.what)
+		}
+	}
+}

@@ -54,8 +54,9 @@ func decodeRecord(raw []byte, ev *events.Event) error {
 		if _, err := binary.Decode(raw, binary.LittleEndian, &r); err != nil {
 			return fmt.Errorf("decode record: %w", err)
 		}
-		*ev = events.Event{Kind: events.KindPyWait, PID: r.Pid, TID: r.Tid, Start: r.StartNs, End: r.EndNs, Ret: uint64(r.Ret)}
-		ev.Args[1] = uint64(r.TimeoutUs)
+		*ev = events.Event{Kind: events.KindPyWait, PID: r.Pid, TID: r.Tid, Start: r.StartNs, End: r.EndNs, Ret: uint64(r.Ret),
+			Name: WaitFunc(r.Wait)}
+		ev.Args[0] = r.Arg0
 		for i := 0; i < int(r.Nframes) && i < len(r.Frames); i++ {
 			ev.Frames = append(ev.Frames, events.PyFrame{Func: cString(r.Frames[i].Func[:]), File: cString(r.Frames[i].File[:])})
 		}

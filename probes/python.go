@@ -15,6 +15,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/gpuprof/gpuprof/bpf"
+	"github.com/gpuprof/gpuprof/cudaapi"
 )
 
 // Python waits: a thread blocked in queue.Queue.get, Event.wait,
@@ -62,12 +63,26 @@ type PythonPlan struct {
 	Err     error  // why Python waits are not timed, if they are not
 }
 
-// semWaits are the libc functions a blocking acquire ends up in; condWaits
-// the ones a thread taking the GIL back waits in when another holds it.
+// semWaits are the libc functions a Python thread blocks in, with the kind
+// of wait each is (the probe's cookie, carried on the event); condWaits the
+// ones a thread taking the GIL back waits in when another holds it.
 var (
-	semWaits  = []string{"sem_wait", "sem_timedwait", "sem_clockwait"}
+	semWaits = []string{"sem_wait", "sem_timedwait", "sem_clockwait",
+		// multiprocessing queues and connections (and the DataLoader
+		// reading its workers' results) wait in select.poll or select.select
+		"poll", "ppoll", "select", "pselect",
+		// time.sleep (3.10 sleeps in select with no descriptors)
+		"clock_nanosleep", "nanosleep"}
 	condWaits = []string{"pthread_cond_timedwait", "pthread_cond_wait", "pthread_cond_clockwait"}
 )
+
+// WaitFunc names which libc function a Python wait blocked in.
+func WaitFunc(cookie uint16) string {
+	if int(cookie) < len(semWaits) {
+		return semWaits[cookie]
+	}
+	return "unknown"
+}
 
 // SemaphorePlan is where in libc the wait probes go.
 type SemaphorePlan struct {
@@ -93,13 +108,14 @@ func PlanSemaphores(f MappedFile) (SemaphorePlan, error) {
 	seen := map[uint64]bool{}
 	pick := func(names []string) []Probe {
 		var out []Probe
-		for _, name := range names {
+		for i, name := range names {
 			s, ok := syms[name]
 			if !ok || seen[s.FileOffset] {
 				continue
 			}
 			seen[s.FileOffset] = true
-			out = append(out, Probe{Symbol: s, Placement: Place(s.Code)})
+			// The cookie is the function's index in names.
+			out = append(out, Probe{Symbol: s, Placement: Place(s.Code), API: cudaapi.API{ID: uint16(i)}})
 		}
 		return out
 	}
@@ -227,11 +243,12 @@ func attachPython(objs *bpf.Objects, p *PythonPlan, sems SemaphorePlan) ([]link.
 		if len(set.probes) == 0 {
 			continue
 		}
-		var addrs []uint64
+		var addrs, cookies []uint64
 		for _, pr := range set.probes {
 			addrs = append(addrs, pr.Address())
+			cookies = append(cookies, uint64(pr.API.ID))
 		}
-		opts := &link.UprobeMultiOptions{Addresses: addrs, PID: pid}
+		opts := &link.UprobeMultiOptions{Addresses: addrs, Cookies: cookies, PID: pid}
 		entry, err := ex.UprobeMulti(nil, set.entry, opts)
 		if err != nil {
 			closeLinks(links)

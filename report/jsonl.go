@@ -28,6 +28,7 @@ type stepRecord struct {
 	DataWait     *float64 `json:"data_wait,omitempty"`
 	LockWait     *float64 `json:"lock_wait,omitempty"`
 	GILWait      *float64 `json:"gil_wait,omitempty"`
+	IOWait       *float64 `json:"io_wait,omitempty"`
 	DataTime     *float64 `json:"data_time,omitempty"`
 }
 
@@ -60,7 +61,7 @@ func (j *JSONL) Write(s correlate.Step) error {
 		r.Launches, r.GraphLaunches, r.OtherLaunches = &s.Launches, &s.GraphLaunches, &s.OtherLaunches
 	}
 	if s.WaitsObserved {
-		r.DispatchWait, r.DataWait, r.LockWait, r.GILWait = &s.DispatchWait, &s.DataWait, &s.LockWait, &s.GILWait
+		r.DispatchWait, r.DataWait, r.LockWait, r.GILWait, r.IOWait = &s.DispatchWait, &s.DataWait, &s.LockWait, &s.GILWait, &s.IOWait
 	}
 	if s.DataMeasured {
 		r.DataTime = &s.DataTime
