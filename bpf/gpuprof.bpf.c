@@ -438,7 +438,12 @@ int py_lock_entry(struct pt_regs *ctx)
 	struct thread_state *ts = thread_state(1);
 	if (!ts)
 		return 0;
-	ts->py.sp = PT_REGS_SP(ctx);
+	__u64 sp = PT_REGS_SP(ctx);
+	// A wait inside a CUDA call (a sync sleeping or polling for the GPU)
+	// is that call's time, not a Python wait.
+	if ((ts->rt.start_ns && ts->rt.sp > sp) || (ts->drv.start_ns && ts->drv.sp > sp))
+		return 0;
+	ts->py.sp = sp;
 	ts->py.args[0] = PT_REGS_PARM1(ctx);
 	ts->py.cookie = bpf_get_attach_cookie(ctx);
 	ts->py.start_ns = bpf_ktime_get_ns();
