@@ -17,4 +17,6 @@ require (
 	golang.org/x/term v0.48.0
 )
 
+require github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724
+
 tool github.com/cilium/ebpf/cmd/bpf2go

@@ -30,6 +30,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 #define LAYER_RUNTIME 1
 #define LAYER_DRIVER 2
+#define LAYER_USER 4
 
 #define OUT_U32 1
 #define OUT_U64 2
@@ -88,6 +89,7 @@ struct call_slot {
 struct thread_state {
 	struct call_slot rt;
 	struct call_slot drv;
+	struct call_slot user; // a function the user named (--probe)
 	struct call_slot py;  // a semaphore wait in a Python process
 	struct call_slot gil; // a condition wait right after one: taking the GIL back
 	__u64 py_wait_end;    // when the thread's last reported Python wait ended
@@ -242,6 +244,8 @@ int api_entry(struct pt_regs *ctx)
 	struct call_slot *slot = &ts->drv;
 	if (COOKIE_LAYER(cookie) == LAYER_RUNTIME) {
 		slot = &ts->rt;
+	} else if (COOKIE_LAYER(cookie) == LAYER_USER) {
+		slot = &ts->user;
 	} else if (ts->rt.start_ns && ts->rt.sp > sp) {
 		// A driver call made underneath a runtime call: the runtime call
 		// reports it, counting it again would double it.
@@ -294,7 +298,11 @@ int api_return(struct pt_regs *ctx)
 	struct thread_state *ts = thread_state(0);
 	if (!ts)
 		return 0;
-	struct call_slot *slot = COOKIE_LAYER(cookie) == LAYER_RUNTIME ? &ts->rt : &ts->drv;
+	struct call_slot *slot = &ts->drv;
+	if (COOKIE_LAYER(cookie) == LAYER_RUNTIME)
+		slot = &ts->rt;
+	else if (COOKIE_LAYER(cookie) == LAYER_USER)
+		slot = &ts->user;
 	if (!slot->start_ns)
 		return 0; // entry not seen (attached mid-call) or skipped
 	__u64 sp = PT_REGS_SP(ctx);
@@ -327,14 +335,21 @@ int api_return(struct pt_regs *ctx)
 	e->pad = 0;
 	e->start_ns = slot->start_ns;
 	e->end_ns = now;
-	e->launches = ts->launches;
-	e->graph_launches = ts->graph_launches;
-	e->launch_first_ns = ts->launch_first_ns;
-	e->launch_last_ns = ts->launch_last_ns;
-	ts->launches = 0;
-	ts->graph_launches = 0;
-	ts->launch_first_ns = 0;
-	ts->launch_last_ns = 0;
+	if (COOKIE_LAYER(cookie) == LAYER_USER) {
+		// Launch counts stay for the thread's next CUDA call: a user
+		// probe's event is a span of time, not a step of GPU work.
+		e->launches = e->graph_launches = 0;
+		e->launch_first_ns = e->launch_last_ns = 0;
+	} else {
+		e->launches = ts->launches;
+		e->graph_launches = ts->graph_launches;
+		e->launch_first_ns = ts->launch_first_ns;
+		e->launch_last_ns = ts->launch_last_ns;
+		ts->launches = 0;
+		ts->graph_launches = 0;
+		ts->launch_first_ns = 0;
+		ts->launch_last_ns = 0;
+	}
 	e->args[0] = slot->args[0];
 	e->args[1] = slot->args[1];
 	e->args[2] = slot->args[2];
@@ -439,9 +454,11 @@ int py_lock_entry(struct pt_regs *ctx)
 	if (!ts)
 		return 0;
 	__u64 sp = PT_REGS_SP(ctx);
-	// A wait inside a CUDA call (a sync sleeping or polling for the GPU)
-	// is that call's time, not a Python wait.
-	if ((ts->rt.start_ns && ts->rt.sp > sp) || (ts->drv.start_ns && ts->drv.sp > sp))
+	// A wait inside a CUDA call (a sync sleeping or polling for the GPU) or
+	// a function the user named (a store fetch) is that call's time, not a
+	// Python wait.
+	if ((ts->rt.start_ns && ts->rt.sp > sp) || (ts->drv.start_ns && ts->drv.sp > sp) ||
+	    (ts->user.start_ns && ts->user.sp > sp))
 		return 0;
 	ts->py.sp = sp;
 	ts->py.args[0] = PT_REGS_PARM1(ctx);

@@ -106,6 +106,13 @@ type gpuprofThreadState struct {
 		Cookie  uint64
 		Args    [5]uint64
 	}
+	User struct {
+		_       structs.HostLayout
+		StartNs uint64
+		Sp      uint64
+		Cookie  uint64
+		Args    [5]uint64
+	}
 	Py struct {
 		_       structs.HostLayout
 		StartNs uint64

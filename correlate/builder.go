@@ -22,6 +22,9 @@ type builder struct {
 	pendingEnd uint64
 	cur, limbo []item
 	others     int // launches by other threads of the process in this step
+	infer      inferStats
+	inferNext  inferStats // infer calls that returned past a pending boundary
+	batch      int // samples a step, if known
 
 	waitsObserved bool // Python waits are probed in this process
 
@@ -31,8 +34,8 @@ type builder struct {
 	counted, complete bool
 }
 
-func newBuilder(a Anchor, counted bool) *builder {
-	return &builder{anchor: a, byCalls: a.byCalls, counted: counted, complete: counted}
+func newBuilder(a Anchor, counted bool, batch int) *builder {
+	return &builder{anchor: a, byCalls: a.byCalls, counted: counted, complete: counted, batch: batch}
 }
 
 // launchProbes notes launch counting switching on or off.
@@ -48,13 +51,22 @@ func (b *builder) add(it *item) []Step {
 	if e.PID != b.anchor.PID {
 		return nil
 	}
+	// Other threads' work lands in the step in which it returns: past a
+	// boundary that waits to be closed, that is the next one.
+	infer := &b.infer
+	if b.pending && e.End > b.pendingEnd {
+		infer = &b.inferNext
+	}
+	if it.role == "infer" {
+		infer.add(e)
+	}
 	if e.TID != b.anchor.TID {
 		// Launches ride on a thread's next call, so they land in the step
 		// in which that call returns.
 		b.others += int(e.Launches + e.GraphLaunches)
 		return nil
 	}
-	if e.Kind == events.KindPyWait {
+	if it.isWait {
 		// A wait does not end a cluster; after a boundary it belongs to
 		// the next step, which it begins.
 		if b.pending {
@@ -82,6 +94,8 @@ func (b *builder) add(it *item) []Step {
 				b.cur = append(b.cur, b.limbo...)
 				b.cur = append(b.cur, *it)
 				b.limbo = b.limbo[:0]
+				b.infer.merge(b.inferNext)
+				b.inferNext = inferStats{}
 				b.pendingEnd = e.End
 			} else {
 				b.limbo = append(b.limbo, *it)
@@ -113,6 +127,7 @@ func (b *builder) close() []Step {
 		b.index++
 	}
 	b.others = 0
+	b.infer, b.inferNext = b.inferNext, inferStats{}
 	b.started = true
 	b.complete = b.counted
 	b.prevEnd = b.pendingEnd
@@ -128,12 +143,26 @@ func (b *builder) measure() Step {
 		OtherLaunches: b.others, LaunchesCounted: b.complete && !b.byCalls}
 	s.WallTime = seconds(s.EndNS - s.StartNS)
 	var readings, waits []item
-	var firstLaunch, lastSyncAfter, firstCall uint64
+	var firstLaunch, lastSyncAfter, firstCall, computeStart uint64
 	for i := range b.cur {
 		it := &b.cur[i]
 		e := &it.ev
-		if e.Kind == events.KindPyWait {
+		if it.isWait {
 			waits = append(waits, *it)
+			continue
+		}
+		switch it.role {
+		case "data", "fetch":
+			s.FetchTime += seconds(e.Duration())
+			s.FetchCalls++
+			continue
+		case "compute":
+			s.ComputeCallTime += seconds(e.Duration())
+			if computeStart == 0 {
+				computeStart = e.Start
+			}
+			continue
+		case "infer", "step":
 			continue
 		}
 		if firstCall == 0 {
@@ -176,9 +205,13 @@ func (b *builder) measure() Step {
 		s.ComputeTime, mark = outermost(readings)
 		s.ComputeSource = ComputeEvents
 		dataEnd = mark
+	case computeStart != 0:
+		s.ComputeTime, s.ComputeSource = s.ComputeCallTime, ComputeProbe
+		dataEnd = computeStart
 	case lastSyncAfter != 0:
 		s.ComputeTime, s.ComputeSource = seconds(lastSyncAfter-firstLaunch), ComputeDerived
 	}
+	b.infer.measure(&s)
 	if dataEnd == 0 && s.LaunchesCounted {
 		dataEnd = firstLaunch
 	}
@@ -186,6 +219,10 @@ func (b *builder) measure() Step {
 		firstCall = firstLaunch
 	}
 	b.measureWaits(&s, waits, dataEnd, firstCall)
+	if b.batch > 0 && s.StepTime > 0 {
+		s.TrainCapacity = float64(b.batch) / s.StepTime
+		s.Thru = float64(b.batch) / s.WallTime
+	}
 	return s
 }
 
@@ -278,3 +315,42 @@ func outermost(rs []item) (float64, uint64) {
 }
 
 func seconds(ns uint64) float64 { return float64(ns) / 1e9 }
+
+// inferStats gathers the calls of the infer role (--probe infer=...) in a
+// step, on any thread: the engines' generate calls.
+type inferStats struct {
+	calls   int
+	total   uint64
+	threads map[uint32]bool
+}
+
+func (is *inferStats) add(e *events.Event) {
+	if is.threads == nil {
+		is.threads = map[uint32]bool{}
+	}
+	is.calls++
+	is.total += e.Duration()
+	is.threads[e.TID] = true
+}
+
+func (is *inferStats) merge(o inferStats) {
+	is.calls += o.calls
+	is.total += o.total
+	for tid := range o.threads {
+		if is.threads == nil {
+			is.threads = map[uint32]bool{}
+		}
+		is.threads[tid] = true
+	}
+}
+
+// measure sets the step's inference figures: the mean generate call, and
+// the calls a second the engines seen could make back to back.
+func (is *inferStats) measure(s *Step) {
+	if is.calls == 0 {
+		return
+	}
+	s.InferCalls = is.calls
+	s.InferBatchTime = seconds(is.total) / float64(is.calls)
+	s.InferCapacity = float64(len(is.threads)) / s.InferBatchTime
+}

@@ -484,3 +484,49 @@ func TestGILTailJoinsTheWait(t *testing.T) {
 		within(t, "gil_wait", s.GILWait, 0.000305, 1e-6)
 	}
 }
+
+func TestUserProbeRoles(t *testing.T) {
+	const fetch, get, generate, step = 0x8000, 0x8001, 0x8002, 0x8003
+	user := func(th *thread, id uint16, dur uint64) {
+		th.evs = append(th.evs, events.Event{Kind: events.KindCall, API: id, PID: th.pid, TID: th.tid, Start: th.t, End: th.t + dur})
+		th.t += dur
+	}
+	tr := newThread(100, 101, 0)
+	eng := newThread(100, 102, 0)
+	for range 60 {
+		user(tr, get, 3*ms)   // dispatch: a Ray get
+		user(tr, fetch, 2*ms) // fetch: a Mooncake get
+		tr.call(t, "cudaMemcpyAsync", 20*us, 0xa000, 0xb000, 1<<20, 1, 0)
+		tr.launch(30, 10*us)
+		tr.call(t, "cudaStreamSynchronize", 2*ms, 0)
+		user(tr, step, 10*us) // the user's step function returns
+	}
+	for eng.t < tr.t {
+		user(eng, generate, 4*ms)
+		eng.idle(ms)
+	}
+	cfg := Config{BatchSize: 8, User: map[uint16]UserProbe{
+		fetch: {Role: "fetch", Name: "RealClient::batch_get_into"}, get: {Role: "dispatch", Name: "CoreWorker::Get"},
+		generate: {Role: "infer", Name: "Engine::generate"}, step: {Role: "step", Name: "train_step"}}}
+	c, steps := run(t, cfg, merge(tr, eng))
+	a, _ := c.Anchor()
+	if a.Calls != "user probe" || len(steps) != 59 {
+		t.Fatalf("anchor %q, %d steps", a.Calls, len(steps))
+	}
+	for _, s := range steps[1:] {
+		within(t, "dispatch_wait", s.DispatchWait, 0.003, 1e-9)
+		within(t, "fetch_time", s.FetchTime, 0.002, 1e-9)
+		within(t, "infer_batch_time", s.InferBatchTime, 0.004, 1e-9)
+		if s.InferCalls == 0 {
+			t.Fatalf("step %d: no infer calls; %+v", s.Index, s)
+		}
+		within(t, "infer_capacity", s.InferCapacity, 250, 1e-9) // one engine, 4 ms a call
+		within(t, "train_capacity", s.TrainCapacity, 8/s.StepTime, 1e-9)
+		if s.WaitedOn != "CoreWorker::Get" {
+			t.Fatalf("waited on %q", s.WaitedOn)
+		}
+	}
+	if _, err := New(Config{Boundary: "cudaStreamSynchronize", User: cfg.User}); err == nil {
+		t.Error("two step boundaries accepted")
+	}
+}

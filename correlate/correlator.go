@@ -1,6 +1,8 @@
 package correlate
 
 import (
+	"fmt"
+
 	"github.com/gpuprof/gpuprof/cudaapi"
 	"github.com/gpuprof/gpuprof/events"
 )
@@ -20,9 +22,21 @@ type Config struct {
 	// Otherwise a step must launch kernels, which keeps patterns such as a
 	// model's set-up copying its weights one by one from passing for steps.
 	NoLaunchCounts bool
+	// User describes the user-named probes (--probe), by event API ID.
+	User map[uint16]UserProbe
+	// BatchSize is the samples a step trains on (--batch-size), for
+	// train_capacity and thru. 0: unknown.
+	BatchSize int
 	// MaxBuffer bounds the events held while the boundary is not yet known.
 	// 0 means 1<<20.
 	MaxBuffer int
+}
+
+// UserProbe is what correlate needs of a --probe: its role ("dispatch",
+// "data", "fetch", "compute", "infer" or "step") and a name to show.
+type UserProbe struct {
+	Role string
+	Name string
 }
 
 // learnEvery is how much event time passes between attempts to find the
@@ -64,10 +78,12 @@ type item struct {
 	span  [2]uint64 // record times of an elapsed read's start and end events
 	// mark is when the record of an elapsed read's start event began: where
 	// the measured compute began, so where the step's data phase ended.
-	mark uint64
-	wait WaitKind // for a Python wait
-	what string   // what the Python wait waited in
-	gil  uint64   // of which taking the GIL back after it
+	mark   uint64
+	isWait bool     // a wait (Python, or a user probe in the dispatch role)
+	wait   WaitKind // for a wait
+	what   string   // what the wait waited in
+	gil    uint64   // of which taking the GIL back after it
+	role   string   // for a user probe
 }
 
 type record struct{ start, end uint64 }
@@ -115,6 +131,14 @@ func New(cfg Config) (*Correlator, error) {
 			return nil, err
 		}
 		c.fixed = &m
+	}
+	for id, up := range cfg.User {
+		if up.Role == "step" {
+			if c.fixed != nil {
+				return nil, fmt.Errorf("two step boundaries: --step-boundary and --probe step=... (or two of those); name one")
+			}
+			c.fixed = &matcher{key: key{user: id}}
+		}
 	}
 	return c, nil
 }
@@ -192,10 +216,19 @@ func (c *Correlator) Add(e *events.Event) []Step {
 	}
 	it := item{ev: *e}
 	a := e.Desc()
-	if e.Kind == events.KindPyWait {
+	switch up, user := c.cfg.User[e.API]; {
+	case e.Kind == events.KindPyWait:
 		it.wait, it.what = classifyWait(e)
+		it.isWait = true
 		c.sum.addWait(e, it.wait, it.what)
-	} else {
+	case user:
+		it.role = up.Role
+		if up.Role == "dispatch" {
+			it.wait, it.what, it.isWait = WaitDispatch, up.Name, true
+			c.sum.addWait(e, it.wait, it.what)
+		}
+		c.sum.addUser(e, up)
+	default:
 		c.sum.addEvent(e, a)
 	}
 	switch a.Class {
@@ -253,7 +286,7 @@ func (c *Correlator) tryLearn(final bool) []Step {
 		}
 	}
 	c.prop = nil
-	c.b = newBuilder(anchor, c.counted)
+	c.b = newBuilder(anchor, c.counted, c.cfg.BatchSize)
 	c.b.waitsObserved = c.waits
 	var steps []Step
 	for i := range c.buf {
@@ -308,7 +341,7 @@ func (c *Correlator) review(it *item) []Step {
 	}
 	steps := c.b.finish()
 	c.anchorTimes = false
-	nb := newBuilder(anchor, c.counted)
+	nb := newBuilder(anchor, c.counted, c.cfg.BatchSize)
 	nb.waitsObserved = c.waits
 	nb.index = c.b.index
 	c.b = nb

@@ -14,9 +14,13 @@ type key struct {
 	class cudaapi.Class
 	sync  cudaapi.SyncKind
 	dir   cudaapi.Dir
+	user  uint16 // a user probe's ID: only a configured boundary matches it
 }
 
 func keyOf(a cudaapi.API, e *events.Event) key {
+	if e != nil && e.API >= cudaapi.UserBase {
+		return key{user: e.API}
+	}
 	k := key{class: a.Class, sync: a.Sync}
 	if a.Class == cudaapi.ClassCopy {
 		if e != nil {
@@ -29,6 +33,9 @@ func keyOf(a cudaapi.API, e *events.Event) key {
 }
 
 func (k key) String() string {
+	if k.user != 0 {
+		return "user probe"
+	}
 	switch k.class {
 	case cudaapi.ClassSync:
 		return k.sync.String() + " sync"
@@ -62,8 +69,9 @@ func (k key) priority() int {
 	return -1
 }
 
-// canAnchor reports whether calls of this key may mark step boundaries.
-func (k key) canAnchor() bool { return k.priority() >= 0 }
+// canAnchor reports whether calls of this key may be found to mark step
+// boundaries (a user probe marks them only when configured as the step).
+func (k key) canAnchor() bool { return k.user == 0 && k.priority() >= 0 }
 
 // less orders keys deterministically.
 func (k key) less(o key) bool {
@@ -73,7 +81,10 @@ func (k key) less(o key) bool {
 	if k.sync != o.sync {
 		return k.sync < o.sync
 	}
-	return k.dir < o.dir
+	if k.dir != o.dir {
+		return k.dir < o.dir
+	}
+	return k.user < o.user
 }
 
 // matcher says which calls end a step: one key, or for copies named

@@ -12,6 +12,8 @@ const (
 	// the last host sync after it; the GPU time the step's work took if the
 	// GPU was idle when the step began.
 	ComputeDerived ComputeSource = "derived"
+	// ComputeProbe: the time in the functions named with --probe compute=.
+	ComputeProbe ComputeSource = "probe"
 	// ComputeNone: no readings and no sync to bound the work.
 	ComputeNone ComputeSource = ""
 )
@@ -49,6 +51,23 @@ type Step struct {
 	// else its first launch), less dispatch wait.
 	DataTime     float64 `json:"data_time"`
 	DataMeasured bool    `json:"-"`
+
+	// Time in functions named with --probe: fetch= or data= (a store
+	// fetch) on the step's thread, compute= likewise, and infer= on any
+	// thread (the engines' generate calls, their mean, and the calls a
+	// second the engines seen could make).
+	FetchTime       float64 `json:"fetch_time,omitempty"`
+	FetchCalls      int     `json:"fetch_calls,omitempty"`
+	ComputeCallTime float64 `json:"compute_call_time,omitempty"`
+	InferCalls      int     `json:"infer_calls,omitempty"`
+	InferBatchTime  float64 `json:"infer_batch_time,omitempty"`
+	InferCapacity   float64 `json:"infer_capacity,omitempty"`
+
+	// With the batch size known (--batch-size): samples a second the step
+	// could train if data were always there, and the samples a second it
+	// did (the seed's T and thru).
+	TrainCapacity float64 `json:"train_capacity,omitempty"`
+	Thru          float64 `json:"thru,omitempty"`
 
 	ComputeTime   float64       `json:"compute_time"`
 	ComputeSource ComputeSource `json:"compute_source"`

@@ -55,7 +55,8 @@ type WaitTotal struct {
 // Summary is the whole run.
 type Summary struct {
 	WallTime      Dist
-	DispatchWait  Dist // over steps, when Python waits are probed
+	User          []UserTotal // the user-named probes, by name
+	DispatchWait  Dist        // over steps, when Python waits are probed
 	DataTime      Dist
 	Waits         []WaitTotal // longest first
 	Anchor        *Anchor
@@ -79,25 +80,28 @@ type waitKey struct {
 }
 
 type summaryAcc struct {
-	waits    map[waitKey]*WaitTotal
-	wallT    []float64
-	dispatch []float64
-	dataT    []float64
-	threads  map[uint64]*ThreadTotals
-	first    uint64
-	last     uint64
-	events   uint64
-	steps    int
-	stepT    []float64
-	computeT []float64
-	syncT    []float64
-	launches []float64
-	h2d, d2h []float64
-	sources  map[ComputeSource]int
+	user        map[string]*UserTotal
+	userThreads map[string]map[uint32]bool
+	waits       map[waitKey]*WaitTotal
+	wallT       []float64
+	dispatch    []float64
+	dataT       []float64
+	threads     map[uint64]*ThreadTotals
+	first       uint64
+	last        uint64
+	events      uint64
+	steps       int
+	stepT       []float64
+	computeT    []float64
+	syncT       []float64
+	launches    []float64
+	h2d, d2h    []float64
+	sources     map[ComputeSource]int
 }
 
 func newSummaryAcc() summaryAcc {
-	return summaryAcc{threads: map[uint64]*ThreadTotals{}, sources: map[ComputeSource]int{}, waits: map[waitKey]*WaitTotal{}}
+	return summaryAcc{threads: map[uint64]*ThreadTotals{}, sources: map[ComputeSource]int{}, waits: map[waitKey]*WaitTotal{},
+		user: map[string]*UserTotal{}, userThreads: map[string]map[uint32]bool{}}
 }
 
 func (s *summaryAcc) addEvent(e *events.Event, a cudaapi.API) {
@@ -134,6 +138,27 @@ func (s *summaryAcc) addEvent(e *events.Event, a cudaapi.API) {
 			t.AllocBytes += e.Bytes()
 		}
 	}
+}
+
+// UserTotal is the time in one user-named probe.
+type UserTotal struct {
+	Role, Name string
+	Calls      int
+	Seconds    float64
+	Threads    int
+}
+
+func (s *summaryAcc) addUser(e *events.Event, up UserProbe) {
+	u := s.user[up.Name]
+	if u == nil {
+		u = &UserTotal{Role: up.Role, Name: up.Name}
+		s.user[up.Name] = u
+		s.userThreads[up.Name] = map[uint32]bool{}
+	}
+	u.Calls++
+	u.Seconds += seconds(e.Duration())
+	s.userThreads[up.Name][e.TID] = true
+	u.Threads = len(s.userThreads[up.Name])
 }
 
 func (s *summaryAcc) addWait(e *events.Event, kind WaitKind, what string) {
@@ -179,6 +204,10 @@ func (c *Correlator) Summary() Summary {
 		out.Anchor = &a
 	}
 	out.WallTime, out.DispatchWait, out.DataTime = dist(s.wallT), dist(s.dispatch), dist(s.dataT)
+	for _, u := range s.user {
+		out.User = append(out.User, *u)
+	}
+	sort.Slice(out.User, func(i, j int) bool { return out.User[i].Name < out.User[j].Name })
 	for _, w := range s.waits {
 		out.Waits = append(out.Waits, *w)
 	}

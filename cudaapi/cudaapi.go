@@ -10,7 +10,11 @@ const (
 	LayerRuntime       // libcudart.so.*: what the application (PyTorch) calls
 	LayerDriver        // libcuda.so.1: where the runtime, cuBLAS, NCCL and Triton end up
 	LayerLoader        // ld.so: tells gpuprof that libraries were loaded
+	LayerUser          // a function the user named (--probe): IDs from UserBase on
 )
+
+// UserBase is the first ID of user-named probes; the table's IDs stay below.
+const UserBase = 0x8000
 
 func (l Layer) String() string {
 	switch l {
@@ -20,6 +24,8 @@ func (l Layer) String() string {
 		return "driver"
 	case LayerLoader:
 		return "loader"
+	case LayerUser:
+		return "user"
 	}
 	return "none"
 }

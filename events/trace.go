@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/gpuprof/gpuprof/cudaapi"
@@ -23,8 +24,11 @@ type TraceHeader struct {
 	Version string   `json:"gpuprof_version"`
 	PIDs    []uint32 `json:"pids"`
 	// NoLaunchCounts: recorded with attach --no-launches.
-	NoLaunchCounts bool   `json:"no_launch_counts,omitempty"`
-	Note           string `json:"note,omitempty"`
+	NoLaunchCounts bool `json:"no_launch_counts,omitempty"`
+	// UserProbes are the --probe specs, in order: events of user probe i
+	// name it "user:i".
+	UserProbes []string `json:"user_probes,omitempty"`
+	Note       string   `json:"note,omitempty"`
 }
 
 const traceFormat = "gpuprof-trace/1"
@@ -87,6 +91,8 @@ func (w *TraceWriter) Write(e *Event) error {
 		LaunchLast: e.LaunchLast, Args: e.Args, Ret: e.Ret, Out: e.Out, Name: e.Name, Frames: e.Frames}
 	if a, ok := cudaapi.ByID(e.API); ok {
 		l.API = a.Name
+	} else if e.API >= cudaapi.UserBase {
+		l.API = fmt.Sprintf("user:%d", e.API-cudaapi.UserBase)
 	}
 	return w.enc.Encode(&l)
 }
@@ -138,7 +144,14 @@ func ReadTrace(path string) (TraceHeader, []Event, int, error) {
 		e := Event{Kind: kinds[l.Kind], PID: l.PID, TID: l.TID, Start: l.Start, End: l.End,
 			Launches: l.Launches, GraphLaunches: l.GraphLaunches, LaunchFirst: l.LaunchFirst,
 			LaunchLast: l.LaunchLast, Args: l.Args, Ret: l.Ret, Out: l.Out, Name: l.Name, Frames: l.Frames}
-		if l.API != "" {
+		if n, ok := strings.CutPrefix(l.API, "user:"); ok {
+			i, err := strconv.Atoi(n)
+			if err != nil || i < 0 || i >= len(h.UserProbes) {
+				unknown++
+				continue
+			}
+			e.API = cudaapi.UserBase + uint16(i)
+		} else if l.API != "" {
 			a, ok := cudaapi.ByName(l.API)
 			if !ok {
 				unknown++

@@ -97,6 +97,8 @@ type Options struct {
 	Launches bool
 	// NoPython leaves out the Python lock-wait probes.
 	NoPython bool
+	// User are functions the user named (--probe, presets).
+	User []UserProbe
 	// NoCalls leaves out the entry/return probes on CUDA calls (syncs,
 	// copies, events, memory), keeping launches and the loader hook.
 	NoCalls bool

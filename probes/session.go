@@ -181,13 +181,24 @@ func (s *Session) scan(t *target) ([]LibraryPlan, error) {
 	for _, f := range files {
 		python := t.python == nil && isPythonFile(f.Base())
 		libc := t.sems == nil && IsLibc(f.Base())
-		if !python && !libc && cudaapi.LayerOf(f.Base()) == cudaapi.LayerNone {
+		user := s.userFile(f)
+		if !python && !libc && !user && cudaapi.LayerOf(f.Base()) == cudaapi.LayerNone {
 			continue
 		}
 		s.mu.Lock()
 		_, done := t.libs[f.Key()]
 		s.mu.Unlock()
 		if done {
+			continue
+		}
+		if user && cudaapi.LayerOf(f.Base()) == cudaapi.LayerNone {
+			lp, err := s.scanUser(t, f)
+			if err != nil {
+				return added, err
+			}
+			if lp != nil {
+				added = append(added, *lp)
+			}
 			continue
 		}
 		if python || libc {
@@ -227,6 +238,38 @@ func (s *Session) scan(t *target) ([]LibraryPlan, error) {
 		added = append(added, *lp)
 	}
 	return added, nil
+}
+
+// userFile says whether a user-named probe may be in f.
+func (s *Session) userFile(f MappedFile) bool {
+	for _, u := range s.cfg.User {
+		if u.matchesFile(f) {
+			return true
+		}
+	}
+	return false
+}
+
+// scanUser attaches the user-named probes found in f.
+func (s *Session) scanUser(t *target, f MappedFile) (*LibraryPlan, error) {
+	probes, err := PlanUserProbes(f, s.cfg.User)
+	if err != nil {
+		return nil, err
+	}
+	lp := LibraryPlan{PID: t.pid, File: f, Layer: cudaapi.LayerUser, Probes: probes}
+	lib := &attachedLib{plan: lp}
+	if len(probes) > 0 {
+		if lib.links, err = attachPrograms(s.objs, t.pid, lp, ProgEntry, ProgReturn); err != nil {
+			return nil, err
+		}
+	}
+	s.mu.Lock()
+	t.libs[f.Key()] = lib
+	s.mu.Unlock()
+	if len(probes) == 0 {
+		return nil, nil
+	}
+	return &lp, nil
 }
 
 // scanPython looks at a file that may hold the interpreter (python) or be

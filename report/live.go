@@ -45,6 +45,15 @@ func Line(s correlate.Step, rate float64) string {
 	if s.WaitsObserved {
 		fmt.Fprintf(&b, " wait %s", Duration(s.DispatchWait))
 	}
+	if s.FetchCalls > 0 {
+		fmt.Fprintf(&b, " fetch %s", Duration(s.FetchTime))
+	}
+	if s.Thru > 0 {
+		fmt.Fprintf(&b, " thru=%.1f T=%.1f", s.Thru, s.TrainCapacity)
+	}
+	if s.InferCapacity > 0 {
+		fmt.Fprintf(&b, " I=%.1f/s", s.InferCapacity)
+	}
 	b.WriteString(" |")
 	if s.LaunchesCounted {
 		fmt.Fprintf(&b, " %d launches", s.Launches+s.GraphLaunches)

@@ -82,6 +82,19 @@ func WriteSummary(w io.Writer, s Summary) {
 		}
 		tw.Flush()
 	}
+	if len(r.User) > 0 {
+		fmt.Fprintln(w, "probed functions (--probe):")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "role\tcalls\tthreads\ttotal\tmean\t function")
+		for _, u := range r.User {
+			mean := 0.0
+			if u.Calls > 0 {
+				mean = u.Seconds / float64(u.Calls)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t %s\n", u.Role, u.Calls, u.Threads, Duration(u.Seconds), Duration(mean), u.Name)
+		}
+		tw.Flush()
+	}
 	if len(r.Waits) > 0 {
 		fmt.Fprintln(w, "python waits:")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

@@ -294,3 +294,47 @@ func TestPythonPipelines(t *testing.T) {
 		}
 	}
 }
+
+// TestNativeProbesPreset runs the pipeline with its samples taken through
+// the Ray stand-in (ray::core::CoreWorker::Get) and fetched through the
+// Mooncake stand-in (mooncake::RealClient::batch_get_into), both C++ with
+// the real signatures, and attaches with --preset angelspec: the dispatch
+// wait and fetch time come from those probes.
+func TestNativeProbesPreset(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir := testenv.Fixtures(t)
+	script := filepath.Join(testenv.Root(), "testdata", "python", "pipeline.py")
+	pythons := testenv.Pythons(t)
+	for _, name := range []string{"pyenv-3.12", "debian-3.11"} {
+		python, ok := pythons[name]
+		if !ok {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			truth := filepath.Join(t.TempDir(), "truth.jsonl")
+			steps := filepath.Join(t.TempDir(), "steps.jsonl")
+			py := exec.Command(python, script, dir, "--native", filepath.Join(dir, "native"), "--mode", "infer",
+				"--steps", "150", "--truth", truth, "--start-delay", "0.5")
+			if err := py.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { py.Process.Kill(); py.Wait() })
+			time.Sleep(300 * time.Millisecond)
+			r := gpuprof(t, "attach", "-q", "--preset", "angelspec", "--batch-size", "4", "--pid", itoa(py.Process.Pid), "--jsonl", steps)
+			if r.code != 0 || !strings.Contains(r.stdout, "ray::core::CoreWorker::Get") ||
+				!strings.Contains(r.stdout, "mooncake::RealClient::batch_get_into") {
+				t.Fatalf("attach: %+v", r)
+			}
+			truthRows, _ := validate.ReadJSONL(truth)
+			ours, _ := validate.ReadJSONL(steps)
+			res := validate.Compare(truthRows, ours, 5, 0.05,
+				[]string{"period", "compute_time", "dispatch_wait", "fetch_time", "step_time", "train_capacity"})
+			for _, f := range res.Fields {
+				t.Logf("%-14s truth %.6f gpuprof %.6f (%+.2f%%) required=%v", f.Name, f.Truth, f.Ours, 100*(f.Ours-f.Truth)/f.Truth, f.Required)
+			}
+			if !res.Pass() {
+				t.Errorf("%d steps (%d matched, one to one %v) not within 5%% of the pipeline's log", res.Ours, res.Matched, res.OneToOne)
+			}
+		})
+	}
+}

@@ -32,6 +32,13 @@ type profileFlags struct {
 	noCalls    bool
 	noPython   bool
 	quiet      bool
+	preset     string
+	probeSpecs []string
+	batchSize  int
+
+	// parsed from preset and probeSpecs
+	user  []probes.UserProbe
+	roles map[uint16]correlate.UserProbe
 }
 
 func (f *profileFlags) register(fs *pflag.FlagSet) {
@@ -44,11 +51,15 @@ func (f *profileFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.launchDuty, "launch-duty", 0.1, "once steps are found, count launches this fraction of the time (1 s of every 10 at 0.1); 1 counts every launch, at ~0.5-0.7 µs a launch")
 	fs.BoolVar(&f.noCalls, "no-calls", false, "do not probe CUDA calls (syncs, copies, events, memory); with --no-launches only the loader hook stays, for measuring gpuprof's own cost")
 	fs.BoolVar(&f.noPython, "no-python", false, "do not time Python lock waits (queue gets, events)")
+	fs.StringArrayVar(&f.probeSpecs, "probe", nil, "time a native function: ROLE=LIB:SYMBOL, ROLE one of dispatch, data, fetch, compute, infer, step; LIB part of the library's path; SYMBOL a C++ name or a symbol (repeat for several)")
+	fs.StringVar(&f.preset, "preset", "", "probes for a kind of job: "+presetNames())
+	fs.IntVar(&f.batchSize, "batch-size", 0, "samples a step trains on, for train_capacity and thru")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no live line")
 }
 
 func (f *profileFlags) correlateConfig() correlate.Config {
-	return correlate.Config{Boundary: f.boundary, Thread: f.thread, NoLaunchCounts: f.noLaunches}
+	return correlate.Config{Boundary: f.boundary, Thread: f.thread, NoLaunchCounts: f.noLaunches, User: f.roles,
+		BatchSize: f.batchSize}
 }
 
 // launchPeriod is the cycle of launch sampling (--launch-duty).
@@ -59,6 +70,13 @@ func openSession(f *profileFlags) (*probes.Session, error) {
 	if f.launchDuty < 0 || f.launchDuty > 1 {
 		return nil, usageErr("--launch-duty %g: give a fraction from 0 to 1", f.launchDuty)
 	}
+	var err error
+	if f.user, f.roles, err = userProbes(f.preset, f.probeSpecs); err != nil {
+		return nil, err
+	}
+	if _, err := correlate.New(f.correlateConfig()); err != nil {
+		return nil, err
+	}
 	if err := probes.CheckPrivileges(); err != nil {
 		return nil, err
 	}
@@ -66,6 +84,7 @@ func openSession(f *profileFlags) (*probes.Session, error) {
 	cfg.Launches = !f.noLaunches
 	cfg.NoCalls = f.noCalls
 	cfg.NoPython = f.noPython
+	cfg.User = f.user
 	return probes.Open(cfg)
 }
 
@@ -89,6 +108,9 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	var trace *events.TraceWriter
 	if f.record != "" {
 		h := events.TraceHeader{Version: version, NoLaunchCounts: f.noLaunches}
+		for _, u := range f.user {
+			h.UserProbes = append(h.UserProbes, u.Spec())
+		}
 		for _, p := range pids {
 			h.PIDs = append(h.PIDs, uint32(p))
 		}

@@ -17,6 +17,7 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.jsonl, "jsonl", "", "write one JSON object per step to this file")
 	fs.StringVar(&f.boundary, "step-boundary", "", "the CUDA call whose return ends a step (default: found)")
 	fs.Uint32Var(&f.thread, "step-thread", 0, "the thread whose steps to report (default: found)")
+	fs.IntVar(&f.batchSize, "batch-size", 0, "samples a step trains on, for train_capacity and thru")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -28,6 +29,9 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	f.noLaunches = h.NoLaunchCounts
+	if f.user, f.roles, err = userProbes("", h.UserProbes); err != nil {
+		return err
+	}
 	st, err := newStepper(&f, report.NewLive(io.Discard, false))
 	if err != nil {
 		return err

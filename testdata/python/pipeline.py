@@ -17,6 +17,8 @@ p.add_argument("--batch", type=int, default=4)
 p.add_argument("--engines", type=int, default=3)
 p.add_argument("--truth", default="truth.jsonl")
 p.add_argument("--start-delay", type=float, default=0.0)
+p.add_argument("--native", help="directory of the Mooncake and Ray stand-ins: take samples with "
+               "ray::core::CoreWorker::Get and fetch them with mooncake::RealClient::batch_get_into")
 args = p.parse_args()
 
 # engine pause (s), CPU copies per sample fetch, trainer kernels (0.1 ms each)
@@ -68,6 +70,19 @@ class Store:
 
 
 store, pool, done = Store(), queue.Queue(maxsize=256), threading.Event()
+if args.native:
+    ray = ctypes.CDLL(args.native + "/ray/_raylet.so")
+    ray.standin_core_worker.restype = ctypes.c_void_p
+    ray.standin_ray_put.argtypes = [ctypes.c_void_p, ctypes.c_ulonglong]
+    ray.standin_ray_get.argtypes = [ctypes.c_void_p]
+    ray.standin_ray_get.restype = ctypes.c_ulonglong
+    worker = ray.standin_core_worker()
+    mc = ctypes.CDLL(args.native + "/mooncake/store.so")
+    mc.standin_mooncake_client.restype = ctypes.c_void_p
+    mc.standin_mooncake_client.argtypes = [ctypes.c_double]
+    mc.standin_batch_get_into.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p]
+    client = mc.standin_mooncake_client(0.5 * fetch_copies)  # ns a byte: 0.5 ms a MiB a copy
+    fetched = ctypes.create_string_buffer(SAMPLE)
 gen_times, gen_lock = [], threading.Lock()
 
 
@@ -86,6 +101,9 @@ def run_engine(idx):
             gen_times.append((t0, t1))
         key = (idx, n)
         n += 1
+        if args.native:
+            ray.standin_ray_put(worker, idx << 32 | n)
+            continue
         store.put(key, bytes(host.raw[:64]) * (SAMPLE // 64))
         try:
             pool.put(key, timeout=1)
@@ -100,7 +118,16 @@ loss = ctypes.create_string_buffer(4)
 begin, end = new(rt.cudaEventCreate), new(rt.cudaEventCreate)
 
 
+fetch_ns = [0]
+
+
 def load_sample(key, i):
+    if args.native:
+        f0 = time.monotonic_ns()
+        mc.standin_batch_get_into(client, 1, SAMPLE, fetched)
+        fetch_ns[0] += time.monotonic_ns() - f0
+        check(rt.cudaMemcpyAsync(dev_in.value + i * SAMPLE, fetched, SAMPLE, H2D, stream))
+        return
     t = store.take(key)
     for _ in range(fetch_copies - 1):
         t = bytes(bytearray(t))  # the fetch: CPU copies of the sample
@@ -115,10 +142,10 @@ for e in engines:
 with open(args.truth, "w") as out:
     for step in range(args.steps):
         t_start = time.monotonic_ns()
-        waited = 0
+        waited, fetch_ns[0] = 0, 0
         for i in range(args.batch):
             w0 = time.monotonic_ns()
-            key = pool.get()
+            key = ray.standin_ray_get(worker) if args.native else pool.get()
             waited += time.monotonic_ns() - w0
             load_sample(key, i)
         t_data = time.monotonic_ns()
@@ -142,7 +169,7 @@ with open(args.truth, "w") as out:
             compute_time=ms.value / 1e3, dispatch_wait=dispatch_wait,
             train_capacity=args.batch / step_time, thru=args.batch / (step_time + dispatch_wait),
             infer_batch_time=per_call, infer_capacity=args.engines / per_call if per_call else 0.0,
-            pool=pool.qsize())) + "\n")
+            pool=pool.qsize(), **(dict(fetch_time=fetch_ns[0] / 1e9) if args.native else {}))) + "\n")
         out.flush()
 
 done.set()

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/gpuprof/gpuprof/correlate"
+	"github.com/gpuprof/gpuprof/cudaapi"
+	"github.com/gpuprof/gpuprof/probes"
+)
+
+// presets bundle the --probe specs of a kind of job (FACTS.md §4). Python
+// waits (queue gets, DataLoader, sleeps) need no preset: they are timed in
+// every CPython job.
+var presets = map[string][]string{
+	// AngelSpec: the trainer waits on a Ray queue (ray.get underneath) and
+	// fetches samples from the Mooncake store.
+	"angelspec": {
+		"dispatch=_raylet:ray::core::CoreWorker::Get",
+		"fetch=mooncake:mooncake::RealClient::batch_get_into",
+		"fetch=mooncake:mooncake::RealClient::get_into",
+		"fetch=mooncake:mooncake::RealClient::batch_get_buffer",
+		"fetch=mooncake:mooncake::RealClient::get_buffer",
+	},
+	// A PyTorch loop: DataLoader and queue waits are timed without probes.
+	"pytorch": {},
+	// SpecForge trains on a PyTorch DataLoader: as pytorch.
+	"specforge": {},
+}
+
+func presetNames() string {
+	names := make([]string, 0, len(presets))
+	for n := range presets {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// userProbes reads --preset and --probe into the probes to attach and what
+// the correlator needs of them.
+func userProbes(preset string, specs []string) ([]probes.UserProbe, map[uint16]correlate.UserProbe, error) {
+	if preset != "" {
+		p, ok := presets[preset]
+		if !ok {
+			return nil, nil, usageErr("--preset %q: one of %s", preset, presetNames())
+		}
+		specs = append(append([]string{}, p...), specs...)
+	}
+	var ups []probes.UserProbe
+	roles := map[uint16]correlate.UserProbe{}
+	for i, spec := range specs {
+		u, err := probes.ParseUserProbe(spec, i)
+		if err != nil {
+			return nil, nil, usageErr("%v", err)
+		}
+		ups = append(ups, u)
+		roles[u.ID] = correlate.UserProbe{Role: string(u.Role), Name: u.Symbol}
+	}
+	if len(ups) > 0 && ups[len(ups)-1].ID >= cudaapi.UserBase+0x7fff {
+		return nil, nil, fmt.Errorf("too many --probe")
+	}
+	return ups, roles, nil
+}

@@ -1,0 +1,117 @@
+package probes
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/ianlancetaylor/demangle"
+
+	"github.com/gpuprof/gpuprof/cudaapi"
+)
+
+// Role is what a user-named function is to the pipeline (--probe ROLE=...).
+type Role string
+
+const (
+	RoleDispatch Role = "dispatch" // waiting for samples (a Ray queue get)
+	RoleData     Role = "data"     // the data iterator
+	RoleFetch    Role = "fetch"    // fetching samples (a Mooncake get)
+	RoleCompute  Role = "compute"  // the step's compute
+	RoleInfer    Role = "infer"    // one inference-engine generate call
+	RoleStep     Role = "step"     // its return ends a step
+)
+
+var roles = []Role{RoleDispatch, RoleData, RoleFetch, RoleCompute, RoleInfer, RoleStep}
+
+// UserProbe is one --probe: a native function, named by the library it is
+// in and its symbol (mangled, or a C++ name such as
+// mooncake::RealClient::batch_get_into, which matches every overload).
+type UserProbe struct {
+	ID     uint16 // cudaapi.UserBase + its position
+	Role   Role
+	Lib    string // matched against the path of each mapped file
+	Symbol string
+}
+
+// Spec is the probe as the user wrote it.
+func (u UserProbe) Spec() string { return fmt.Sprintf("%s=%s:%s", u.Role, u.Lib, u.Symbol) }
+
+// ParseUserProbe reads ROLE=LIB:SYMBOL.
+func ParseUserProbe(spec string, index int) (UserProbe, error) {
+	role, rest, ok := strings.Cut(spec, "=")
+	lib, sym, ok2 := strings.Cut(rest, ":")
+	if !ok || !ok2 || lib == "" || sym == "" {
+		return UserProbe{}, fmt.Errorf("--probe %q: write ROLE=LIB:SYMBOL, e.g. fetch=mooncake/store:mooncake::RealClient::batch_get_into", spec)
+	}
+	if lib == "py" {
+		return UserProbe{}, fmt.Errorf("--probe %q: Python functions (py:MODULE:QUALNAME) are not supported yet; name the native function they call", spec)
+	}
+	found := false
+	for _, r := range roles {
+		found = found || Role(role) == r
+	}
+	if !found {
+		return UserProbe{}, fmt.Errorf("--probe %q: role must be one of %v", spec, roles)
+	}
+	if index >= 0x7fff {
+		return UserProbe{}, fmt.Errorf("--probe %q: too many probes", spec)
+	}
+	// A C++ name leading with a '::' or with parameters would never match
+	// a demangled name without them.
+	sym = strings.TrimPrefix(sym, "::")
+	return UserProbe{ID: cudaapi.UserBase + uint16(index), Role: Role(role), Lib: lib, Symbol: sym}, nil
+}
+
+// matches says whether a file holds this probe's function.
+func (u UserProbe) matchesFile(f MappedFile) bool { return strings.Contains(f.Path, u.Lib) }
+
+// matchesSymbol compares a symbol with the probe's name: equal as written
+// (mangled or C), or equal once demangled with parameters left out.
+func (u UserProbe) matchesSymbol(name string) bool {
+	if name == u.Symbol {
+		return true
+	}
+	// Compiler-made parts and clones (name.cold, name.isra.0) are not the
+	// function's entry: a return probe there would take the wrong return
+	// address. Demangled they keep a "[clone ...]" suffix and never match.
+	if !strings.HasPrefix(name, "_Z") || strings.Contains(name, ".") {
+		return false
+	}
+	d, err := demangle.ToString(name, demangle.NoParams, demangle.NoTemplateParams)
+	return err == nil && d == u.Symbol
+}
+
+// PlanUserProbes finds the user probes' functions in a mapped file.
+func PlanUserProbes(f MappedFile, ups []UserProbe) ([]Probe, error) {
+	var mine []UserProbe
+	for _, u := range ups {
+		if u.matchesFile(f) {
+			mine = append(mine, u)
+		}
+	}
+	if len(mine) == 0 {
+		return nil, nil
+	}
+	owner := map[string]UserProbe{}
+	syms, err := ReadSymbols(f.HostPath, func(name string) bool {
+		for _, u := range mine {
+			if u.matchesSymbol(name) {
+				owner[name] = u
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []Probe
+	for name, s := range syms {
+		u := owner[name]
+		a := cudaapi.API{ID: u.ID, Name: u.Spec(), Layer: cudaapi.LayerUser,
+			KindArg: cudaapi.NoArg, BytesArg: cudaapi.NoArg, HandleArg: cudaapi.NoArg, SecondArg: cudaapi.NoArg,
+			StreamArg: cudaapi.NoArg, FuncArg: cudaapi.NoArg, NameArg: cudaapi.NoArg, OutArg: cudaapi.NoArg}
+		out = append(out, Probe{API: a, Symbol: s, Placement: Place(s.Code)})
+	}
+	return out, nil
+}
