@@ -24,7 +24,7 @@ type builder struct {
 	others     int // launches by other threads of the process in this step
 	infer      inferStats
 	inferNext  inferStats // infer calls that returned past a pending boundary
-	batch      int // samples a step, if known
+	batch      int        // samples a step, if known
 
 	waitsObserved bool // Python waits are probed in this process
 
