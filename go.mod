@@ -17,6 +17,8 @@ require (
 	golang.org/x/term v0.48.0
 )
 
+// Demangles C++ symbols so --probe can name mooncake::RealClient::get_into
+// rather than its mangling (the demangler Go's pprof uses).
 require github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724
 
 tool github.com/cilium/ebpf/cmd/bpf2go
