@@ -58,6 +58,9 @@ type Summary struct {
 	User          []UserTotal // the user-named probes, by name
 	DispatchWait  Dist        // over steps, when Python waits are probed
 	DataTime      Dist
+	FetchTime     Dist
+	TrainCapacity Dist
+	InferCapacity Dist
 	Waits         []WaitTotal // longest first
 	Anchor        *Anchor
 	Steps         int
@@ -84,6 +87,9 @@ type summaryAcc struct {
 	userThreads map[string]map[uint32]bool
 	waits       map[waitKey]*WaitTotal
 	wallT       []float64
+	fetchT      []float64
+	trainCap    []float64
+	inferCap    []float64
 	dispatch    []float64
 	dataT       []float64
 	threads     map[uint64]*ThreadTotals
@@ -182,6 +188,15 @@ func (s *summaryAcc) addStep(st *Step) {
 	if st.DataMeasured {
 		s.dataT = append(s.dataT, st.DataTime)
 	}
+	if st.FetchCalls > 0 {
+		s.fetchT = append(s.fetchT, st.FetchTime)
+	}
+	if st.TrainCapacity > 0 {
+		s.trainCap = append(s.trainCap, st.TrainCapacity)
+	}
+	if st.InferCapacity > 0 {
+		s.inferCap = append(s.inferCap, st.InferCapacity)
+	}
 	if st.ComputeSource != ComputeNone {
 		s.computeT = append(s.computeT, st.ComputeTime)
 	}
@@ -204,6 +219,7 @@ func (c *Correlator) Summary() Summary {
 		out.Anchor = &a
 	}
 	out.WallTime, out.DispatchWait, out.DataTime = dist(s.wallT), dist(s.dispatch), dist(s.dataT)
+	out.FetchTime, out.TrainCapacity, out.InferCapacity = dist(s.fetchT), dist(s.trainCap), dist(s.inferCap)
 	for _, u := range s.user {
 		out.User = append(out.User, *u)
 	}

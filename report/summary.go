@@ -119,6 +119,16 @@ func WriteSummary(w io.Writer, s Summary) {
 			fmt.Fprintf(w, "  %10d  %s\n", k.Count, k.Name)
 		}
 	}
+	if r.Steps > 0 {
+		v := correlate.Diagnose(r)
+		fmt.Fprintf(w, "bottleneck: %s\n", v.Bottleneck)
+		for _, e := range v.Evidence {
+			fmt.Fprintf(w, "  because  %s\n", e)
+		}
+		for _, n := range v.Next {
+			fmt.Fprintf(w, "  look at  %s\n", n)
+		}
+	}
 	l := s.Loss
 	fmt.Fprintf(w, "events: %d delivered, %d lost (ring buffer full %d, unreadable %d); %d calls whose return was not seen\n",
 		l.Delivered, l.RingbufFull+l.BadRecords, l.RingbufFull, l.BadRecords, l.StaleCalls)

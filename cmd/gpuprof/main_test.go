@@ -262,8 +262,14 @@ func TestPythonPipelines(t *testing.T) {
 	testenv.RequireRoot(t)
 	dir := testenv.Fixtures(t)
 	script := filepath.Join(testenv.Root(), "testdata", "python", "pipeline.py")
+	verdicts := map[string]string{"infer": "bottleneck: inference", "data": "bottleneck: training: data loading",
+		"compute": "bottleneck: training: GPU compute"}
 	for name, python := range testenv.Pythons(t) {
-		for _, mode := range []string{"infer", "data"} {
+		modes := []string{"infer", "data"}
+		if name == "pyenv-3.12" {
+			modes = append(modes, "compute")
+		}
+		for _, mode := range modes {
 			t.Run(name+"/"+mode, func(t *testing.T) {
 				truth := filepath.Join(t.TempDir(), "truth.jsonl")
 				steps := filepath.Join(t.TempDir(), "steps.jsonl")
@@ -277,8 +283,11 @@ func TestPythonPipelines(t *testing.T) {
 				if r.code != 0 || (mode == "infer" && !strings.Contains(r.stdout, "queue.Queue.get")) {
 					t.Fatalf("attach: %+v", r)
 				}
+				if !strings.Contains(r.stdout, verdicts[mode]) {
+					t.Errorf("verdict for the %s-bound run: want %q in\n%s", mode, verdicts[mode], r.stdout)
+				}
 				required := []string{"period", "compute_time", "dispatch_wait"}
-				if mode == "data" {
+				if mode != "infer" {
 					required = append(required, "step_time", "data_time")
 				}
 				truthRows, _ := validate.ReadJSONL(truth)

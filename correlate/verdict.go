@@ -1,0 +1,146 @@
+package correlate
+
+import (
+	"fmt"
+	"math"
+)
+
+// Verdict is the seed's answer to "why is the job slow?", with the numbers
+// that led to it and where to look next.
+type Verdict struct {
+	Bottleneck string   // "inference", "data loading", "GPU compute", "balanced", ...
+	Evidence   []string // the numbers, in words
+	Next       []string // where to look
+}
+
+// Thresholds of the seed's rules (its ">>" made numbers).
+const (
+	// inferenceShare: dispatch wait at least this share of each step's
+	// wall time is "dispatch_wait >> 0": training is starved.
+	inferenceShare = 0.3
+	// nearShare: below inferenceShare but at least this, training waits
+	// for samples a noticeable part of the time: the two sides are close.
+	nearShare = 0.05
+	// dominates: one phase at least this many times the other is ">>".
+	dominates = 2.0
+	// capacityTie: I and T within this of each other are "I ≈ T".
+	capacityTie = 0.15
+)
+
+// Diagnose applies the seed's rules (../shared/seeds/000) to a run:
+// dispatch_wait >> 0 means inference-bound; otherwise training-bound, and
+// within training data_time >> compute_time means data loading,
+// compute_time >> data_time GPU compute. Capacities, when both are known,
+// decide between the two sides as I against T.
+func Diagnose(s Summary) Verdict {
+	var v Verdict
+	if s.Steps == 0 {
+		v.Bottleneck = "unknown"
+		v.Evidence = append(v.Evidence, "no steps were found")
+		v.Next = append(v.Next, "name the step's end with --step-boundary or --probe step=LIB:SYMBOL")
+		return v
+	}
+	wall := s.WallTime.P50
+	waitKnown := s.DispatchWait.N > 0
+	share := 0.0
+	if waitKnown && wall > 0 {
+		share = s.DispatchWait.P50 / wall
+		where := ""
+		if share >= nearShare {
+			where = waitedOn(s)
+		}
+		v.Evidence = append(v.Evidence, fmt.Sprintf("dispatch_wait median %s, %.0f%% of a step's %s%s",
+			msText(s.DispatchWait.P50), 100*share, msText(wall), where))
+	}
+	capsKnown := s.InferCapacity.N > 0 && s.TrainCapacity.N > 0
+	if capsKnown {
+		i, t := s.InferCapacity.P50, s.TrainCapacity.P50
+		v.Evidence = append(v.Evidence, fmt.Sprintf("I = %.1f/s (inference capacity), T = %.1f/s (training capacity)", i, t))
+		switch {
+		case math.Abs(i-t) <= capacityTie*math.Max(i, t):
+			v.Bottleneck = "balanced (I ≈ T)"
+			v.Next = append(v.Next, "neither side dominates: speeding up either alone gains little")
+			return v
+		case i < t:
+			return inferenceBound(v)
+		}
+	} else if waitKnown && share >= inferenceShare {
+		return inferenceBound(v)
+	}
+	if !waitKnown {
+		v.Evidence = append(v.Evidence, "dispatch wait unknown: no Python interpreter's waits were probed")
+		v.Next = append(v.Next, "if the loop waits for samples in native code, name that call with --probe dispatch=LIB:SYMBOL")
+	}
+	if !capsKnown && waitKnown && share >= nearShare {
+		v.Bottleneck = "balanced (training waits for samples some of the time)"
+		v.Next = append(v.Next, "inference and training capacities are close: --batch-size and --probe infer=... measure T and I")
+		training(&v, s)
+		return v
+	}
+	training(&v, s)
+	return v
+}
+
+func inferenceBound(v Verdict) Verdict {
+	v.Bottleneck = "inference (training is starved)"
+	v.Next = append(v.Next,
+		"more inference capacity: more engines or larger generate batches",
+		"time the engines' generate calls with --probe infer=LIB:SYMBOL for I and infer_batch_time")
+	return v
+}
+
+// training decides within training: data against compute.
+func training(v *Verdict, s Summary) {
+	if s.ComputeTime.N == 0 || s.DataTime.N == 0 {
+		if v.Bottleneck == "" {
+			v.Bottleneck = "training (data or compute unknown)"
+		}
+		v.Evidence = append(v.Evidence, "data and compute time not both measured: the loop reads no CUDA event timing and no sync bounds its work")
+		return
+	}
+	data, compute := s.DataTime.P50, s.ComputeTime.P50
+	v.Evidence = append(v.Evidence, fmt.Sprintf("data_time median %s, compute_time median %s", msText(data), msText(compute)))
+	if s.FetchTime.N > 0 {
+		v.Evidence = append(v.Evidence, fmt.Sprintf("of the data time, %s in the store fetch", msText(s.FetchTime.P50)))
+	}
+	within := ""
+	switch {
+	case data >= dominates*compute:
+		within = "data loading / transfer"
+		v.Next = append(v.Next,
+			"overlap the next batch's fetch and host-to-device copy with this step's compute (prefetch, pinned memory, non_blocking copies)",
+			"more data workers, or a faster store path (fetch_time)")
+	case compute >= dominates*data:
+		within = "GPU compute"
+		v.Next = append(v.Next,
+			"the kernels: the most launched ones are listed above; a profiler such as Nsight Systems shows their time",
+			"many short launches a step: CUDA graphs or torch.compile cut launch overhead")
+	default:
+		within = "data and compute alike"
+		v.Next = append(v.Next, "overlapping data loading with compute would gain the most")
+	}
+	if v.Bottleneck == "" {
+		v.Bottleneck = "training: " + within
+	} else {
+		v.Bottleneck += "; within training: " + within
+	}
+}
+
+func waitedOn(s Summary) string {
+	if s.Anchor == nil {
+		return ""
+	}
+	for _, w := range s.Waits { // longest first
+		if w.TID == s.Anchor.TID && w.Kind == WaitDispatch {
+			return ", waiting in " + w.What
+		}
+	}
+	return ""
+}
+
+func msText(s float64) string {
+	if s >= 1 {
+		return fmt.Sprintf("%.2fs", s)
+	}
+	return fmt.Sprintf("%.2fms", s*1e3)
+}

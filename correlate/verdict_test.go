@@ -1,0 +1,45 @@
+package correlate
+
+import (
+	"strings"
+	"testing"
+)
+
+func d(p50 float64) Dist { return Dist{N: 100, P50: p50, Mean: p50, P10: p50, P90: p50} }
+
+// The seed's rules on the medians of the four spec_pipeline modes as the
+// H200 truth files give them (README's table), and on capacities.
+func TestDiagnose(t *testing.T) {
+	anchor := &Anchor{TID: 7}
+	for _, tc := range []struct {
+		name string
+		s    Summary
+		want string
+	}{
+		{"infer mode", Summary{Steps: 300, Anchor: anchor, WallTime: d(0.0535), DispatchWait: d(0.0479), DataTime: d(0.0009), ComputeTime: d(0.0044),
+			Waits: []WaitTotal{{TID: 7, Kind: WaitDispatch, What: "queue.Queue.get"}}}, "inference"},
+		{"data mode", Summary{Steps: 700, WallTime: d(0.0171), DispatchWait: d(0.0001), DataTime: d(0.0141), ComputeTime: d(0.0029)}, "training: data loading"},
+		{"compute mode", Summary{Steps: 700, WallTime: d(0.0181), DispatchWait: d(0), DataTime: d(0.0008), ComputeTime: d(0.0154)}, "training: GPU compute"},
+		{"balanced mode", Summary{Steps: 700, WallTime: d(0.0136), DispatchWait: d(0.0027), DataTime: d(0.0060), ComputeTime: d(0.0050)}, "balanced"},
+		{"capacities: I < T", Summary{Steps: 10, WallTime: d(0.02), DispatchWait: d(0.001), InferCapacity: d(50), TrainCapacity: d(600),
+			DataTime: d(0.001), ComputeTime: d(0.003)}, "inference"},
+		{"capacities: I ≈ T", Summary{Steps: 10, WallTime: d(0.02), DispatchWait: d(0.001), InferCapacity: d(280), TrainCapacity: d(300)}, "balanced (I ≈ T)"},
+		{"capacities: I > T", Summary{Steps: 10, WallTime: d(0.02), DispatchWait: d(0), InferCapacity: d(2000), TrainCapacity: d(240),
+			DataTime: d(0.001), ComputeTime: d(0.015)}, "training: GPU compute"},
+		{"no python waits", Summary{Steps: 10, WallTime: d(0.02), DataTime: d(0.001), ComputeTime: d(0.015)}, "training: GPU compute"},
+		{"no steps", Summary{}, "unknown"},
+	} {
+		v := Diagnose(tc.s)
+		if !strings.HasPrefix(v.Bottleneck, tc.want) {
+			t.Errorf("%s: %q, want %q (evidence %q)", tc.name, v.Bottleneck, tc.want, v.Evidence)
+		}
+		if len(v.Evidence) == 0 || len(v.Next) == 0 {
+			t.Errorf("%s: no evidence or next step: %+v", tc.name, v)
+		}
+	}
+	v := Diagnose(Summary{Steps: 300, Anchor: anchor, WallTime: d(0.0535), DispatchWait: d(0.0479),
+		Waits: []WaitTotal{{TID: 7, Kind: WaitDispatch, What: "queue.Queue.get"}}})
+	if !strings.Contains(v.Evidence[0], "90% of a step") || !strings.Contains(v.Evidence[0], "queue.Queue.get") {
+		t.Errorf("evidence %q", v.Evidence)
+	}
+}
