@@ -99,6 +99,9 @@ type Options struct {
 	NoPython bool
 	// User are functions the user named (--probe, presets).
 	User []UserProbe
+	// Children follows the targets' child processes (DataLoader workers,
+	// torchrun ranks, engines a launcher starts), found by a poll.
+	Children bool
 	// NoCalls leaves out the entry/return probes on CUDA calls (syncs,
 	// copies, events, memory), keeping launches and the loader hook.
 	NoCalls bool

@@ -48,6 +48,7 @@ type Session struct {
 	stats   Stats
 	closed  bool
 	sampler launchSampler
+	lastChildren time.Time
 	marks   []events.Event // launch-probe markers for the next batch
 }
 
@@ -375,6 +376,7 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 		s.mu.Unlock()
 		slices.SortStableFunc(batch, events.CompareEnd)
 		attached := s.rescan(rescan)
+		attached = append(attached, s.followChildren()...)
 		if mark, ok := s.sampleLaunches(time.Now()); ok {
 			s.mu.Lock()
 			s.marks = append(s.marks, mark)

@@ -19,6 +19,7 @@ type Live struct {
 	window   []uint64 // recent step ends, for the step rate
 	pending  string
 	Interval time.Duration // minimum time between lines when not a terminal
+	ShowPID  bool          // several processes: say whose step each line is
 }
 
 // NewLive writes to w; tty says whether w is a terminal.
@@ -81,6 +82,9 @@ func (l *Live) Step(s correlate.Step) {
 		rate = float64(n-1) / (float64(l.window[n-1]-l.window[0]) / 1e9)
 	}
 	line := Line(s, rate)
+	if l.ShowPID {
+		line = fmt.Sprintf("PID %d %s", s.PID, line)
+	}
 	now := time.Now()
 	if !l.tty {
 		l.pending = line

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -345,5 +346,46 @@ func TestNativeProbesPreset(t *testing.T) {
 				t.Errorf("%d steps (%d matched, one to one %v) not within 5%% of the pipeline's log", res.Ours, res.Matched, res.OneToOne)
 			}
 		})
+	}
+}
+
+// TestChildrenEachWithTheirSteps starts a launcher that runs two trainers,
+// follows them with --children, and holds each one's steps to its own log.
+func TestChildrenEachWithTheirSteps(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir := testenv.Fixtures(t)
+	tmp := t.TempDir()
+	steps := filepath.Join(tmp, "steps.jsonl")
+	trainer := filepath.Join(dir, "demo-trainer")
+	launcher := fmt.Sprintf(`sleep 0.5; %s --steps 150 --truth %s/a.jsonl --data-ms 2 & %s --steps 100 --truth %s/b.jsonl --compute-ms 9 & wait`,
+		trainer, tmp, trainer, tmp)
+	r := gpuprof(t, "run", "-q", "--children", "--jsonl", steps, "--", "sh", "-c", launcher)
+	if r.code != 0 {
+		t.Fatalf("run: %+v", r)
+	}
+	ours, _ := validate.ReadJSONL(steps)
+	byPID := map[int][]validate.Row{}
+	for _, row := range ours {
+		pid := int(row.Fields["pid"])
+		byPID[pid] = append(byPID[pid], row)
+	}
+	if len(byPID) != 2 {
+		t.Fatalf("steps from %d processes, want the 2 trainers:\n%s", len(byPID), r.stdout)
+	}
+	matched := 0
+	for _, name := range []string{"a", "b"} {
+		truth, _ := validate.ReadJSONL(filepath.Join(tmp, name+".jsonl"))
+		for _, rows := range byPID {
+			res := validate.Compare(truth, rows, 5, 0.05, []string{"period", "compute_time", "step_time"})
+			if res.Matched > len(truth)/2 {
+				matched++
+				if !res.Pass() {
+					t.Errorf("trainer %s: %d steps, %d matched, one to one %v: %+v", name, res.Ours, res.Matched, res.OneToOne, res.Fields)
+				}
+			}
+		}
+	}
+	if matched != 2 {
+		t.Fatalf("%d trainers matched a process's steps, want 2", matched)
 	}
 }

@@ -35,6 +35,7 @@ type profileFlags struct {
 	preset     string
 	probeSpecs []string
 	batchSize  int
+	children   bool
 
 	// parsed from preset and probeSpecs
 	user  []probes.UserProbe
@@ -54,6 +55,7 @@ func (f *profileFlags) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.probeSpecs, "probe", nil, "time a native function: ROLE=LIB:SYMBOL, ROLE one of dispatch, data, fetch, compute, infer, step; LIB part of the library's path; SYMBOL a C++ name or a symbol (repeat for several)")
 	fs.StringVar(&f.preset, "preset", "", "probes for a kind of job: "+presetNames())
 	fs.IntVar(&f.batchSize, "batch-size", 0, "samples a step trains on, for train_capacity and thru")
+	fs.BoolVar(&f.children, "children", false, "follow the targets' child processes too (ranks, DataLoader workers, engines)")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no live line")
 }
 
@@ -85,6 +87,7 @@ func openSession(f *profileFlags) (*probes.Session, error) {
 	cfg.NoCalls = f.noCalls
 	cfg.NoPython = f.noPython
 	cfg.User = f.user
+	cfg.Children = f.children
 	return probes.Open(cfg)
 }
 
@@ -162,11 +165,11 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		runErr = nil
 	}
 	sampling := ""
-	if st.anchor.TID != 0 && f.launchDuty < 1 && !f.noLaunches {
+	if st.found() && f.launchDuty < 1 && !f.noLaunches {
 		on := time.Duration(f.launchDuty * float64(launchPeriod))
 		sampling = fmt.Sprintf("%v in every %v once steps were found", on, launchPeriod)
 	}
-	writeSummary(stdout, sess, st.corr, pidList(pids), time.Since(start), sampling)
+	writeSummaries(stdout, sess, st, time.Since(start), sampling)
 	return errors.Join(runErr, outErr, traceErr)
 }
 
@@ -189,21 +192,39 @@ func noteAttached(live *report.Live, lp probes.LibraryPlan) {
 	live.Note(msg)
 }
 
-func writeSummary(w io.Writer, sess *probes.Session, corr *correlate.Correlator, target string, attached time.Duration, sampling string) {
-	st := sess.Stats()
-	s := report.Summary{Target: target, Attached: attached.Seconds(), Run: corr.Summary(), LaunchSampling: sampling,
-		Loss: report.Loss{Delivered: st.Events, RingbufFull: st.RingbufFull, BadRecords: st.BadRecords,
-			StaleCalls: st.StaleCalls, KernelsFull: st.KernelMapFull}}
-	if kl, err := sess.KernelLaunches(); err == nil {
+// writeSummaries prints a summary for each process that made CUDA calls or
+// Python waits; the loss counters are the session's, shown with each.
+func writeSummaries(w io.Writer, sess *probes.Session, st *stepper, attached time.Duration, sampling string) {
+	stats := sess.Stats()
+	kl, _ := sess.KernelLaunches()
+	pids := st.pids()
+	if len(pids) == 0 {
+		pids = []uint32{0}
+	}
+	for i, pid := range pids {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		p := st.proc(pid)
+		target := fmt.Sprintf("PID %d", pid)
+		if pid == 0 {
+			target = "no process made a CUDA call"
+		}
+		s := report.Summary{Target: target, Attached: attached.Seconds(), Run: p.corr.Summary(), LaunchSampling: sampling,
+			Loss: report.Loss{Delivered: stats.Events, RingbufFull: stats.RingbufFull, BadRecords: stats.BadRecords,
+				StaleCalls: stats.StaleCalls, KernelsFull: stats.KernelMapFull}}
 		for _, k := range kl {
-			name, ok := corr.KernelName(k.PID, k.Handle)
+			if k.PID != pid {
+				continue
+			}
+			name, ok := p.corr.KernelName(k.PID, k.Handle)
 			if !ok {
 				name = fmt.Sprintf("kernel %#x (name not seen: loaded before attach)", k.Handle)
 			}
 			s.Kernels = append(s.Kernels, report.Kernel{Name: name, Count: k.Count})
 		}
+		report.WriteSummary(w, s)
 	}
-	report.WriteSummary(w, s)
 }
 
 func pidList(pids []int) string {

@@ -42,13 +42,18 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 	if err := st.finish(); err != nil {
 		return err
 	}
-	sum := st.corr.Summary()
-	var span time.Duration
-	if sum.LastNS > sum.FirstNS {
-		span = time.Duration(sum.LastNS - sum.FirstNS)
+	for i, pid := range st.pids() {
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		sum := st.proc(pid).corr.Summary()
+		var span time.Duration
+		if sum.LastNS > sum.FirstNS {
+			span = time.Duration(sum.LastNS - sum.FirstNS)
+		}
+		target := fmt.Sprintf("PID %d in trace %s (gpuprof %s)", pid, fs.Arg(0), h.Version)
+		report.WriteSummary(stdout, report.Summary{Target: target, Attached: span.Seconds(), Run: sum,
+			Loss: report.Loss{Delivered: uint64(len(evs)), BadRecords: uint64(unknown)}})
 	}
-	target := fmt.Sprintf("trace %s (PIDs %v, gpuprof %s)", fs.Arg(0), h.PIDs, h.Version)
-	report.WriteSummary(stdout, report.Summary{Target: target, Attached: span.Seconds(), Run: sum,
-		Loss: report.Loss{Delivered: uint64(len(evs)), BadRecords: uint64(unknown)}})
 	return nil
 }

@@ -3,32 +3,43 @@ package main
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/gpuprof/gpuprof/correlate"
 	"github.com/gpuprof/gpuprof/events"
 	"github.com/gpuprof/gpuprof/report"
 )
 
-// stepper cuts events into steps and sends them where they go: the live
-// line and --jsonl. attach, run and replay share it, so a replay gives the
-// steps the live run gave.
+// stepper cuts events into steps, one correlator per process, and sends
+// the steps where they go: the live line and --jsonl. attach, run and
+// replay share it, so a replay gives the steps the live run gave.
 type stepper struct {
-	corr   *correlate.Correlator
-	live   *report.Live
-	jsonl  *report.JSONL
-	anchor correlate.Anchor
-	// onAnchor is called when the step boundary is first found or moves.
+	cfg   correlate.Config
+	procs map[uint32]*procSteps
+	live  *report.Live
+	jsonl *report.JSONL
+	// marks are the launch-probe markers so far, for a process seen later.
+	marks []events.Event
+	// onAnchor is called when a process's step boundary is first found or
+	// moves.
 	onAnchor func(first bool, a correlate.Anchor)
 	err      error
 }
 
+// procSteps is one process's steps.
+type procSteps struct {
+	corr   *correlate.Correlator
+	anchor correlate.Anchor
+}
+
 func newStepper(f *profileFlags, live *report.Live) (*stepper, error) {
-	corr, err := correlate.New(f.correlateConfig())
-	if err != nil {
+	cfg := f.correlateConfig()
+	if _, err := correlate.New(cfg); err != nil {
 		return nil, err
 	}
-	s := &stepper{corr: corr, live: live}
+	s := &stepper{cfg: cfg, procs: map[uint32]*procSteps{}, live: live}
 	if f.jsonl != "" {
+		var err error
 		if s.jsonl, err = report.CreateJSONL(f.jsonl); err != nil {
 			return nil, err
 		}
@@ -36,13 +47,47 @@ func newStepper(f *profileFlags, live *report.Live) (*stepper, error) {
 	return s, nil
 }
 
+// proc returns pid's correlator, made on first use.
+func (s *stepper) proc(pid uint32) *procSteps {
+	p := s.procs[pid]
+	if p == nil {
+		corr, _ := correlate.New(s.cfg) // the config was checked in newStepper
+		for i := range s.marks {
+			corr.Add(&s.marks[i])
+		}
+		p = &procSteps{corr: corr}
+		s.procs[pid] = p
+		s.live.ShowPID = len(s.procs) > 1
+	}
+	return p
+}
+
+// pids are the processes seen, in order.
+func (s *stepper) pids() []uint32 {
+	out := make([]uint32, 0, len(s.procs))
+	for pid := range s.procs {
+		out = append(out, pid)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // add takes one event.
 func (s *stepper) add(e *events.Event) {
-	steps := s.corr.Add(e)
-	if a, ok := s.corr.Anchor(); ok && (a.TID != s.anchor.TID || a.Calls != s.anchor.Calls) {
-		first := s.anchor.TID == 0
-		s.anchor = a
-		s.live.Note(fmt.Sprintf("step boundary: %s on thread %d (%s)", a.Calls, a.TID, a.Reason))
+	if e.Kind == events.KindLaunchProbes {
+		// Launch probes switch for every process at once.
+		s.marks = append(s.marks, *e)
+		for _, pid := range s.pids() {
+			s.emit(s.procs[pid].corr.Add(e))
+		}
+		return
+	}
+	p := s.proc(e.PID)
+	steps := p.corr.Add(e)
+	if a, ok := p.corr.Anchor(); ok && (a.TID != p.anchor.TID || a.Calls != p.anchor.Calls) {
+		first := p.anchor.TID == 0
+		p.anchor = a
+		s.live.Note(fmt.Sprintf("PID %d: step boundary: %s on thread %d (%s)", a.PID, a.Calls, a.TID, a.Reason))
 		if s.onAnchor != nil {
 			s.onAnchor(first, a)
 		}
@@ -50,9 +95,21 @@ func (s *stepper) add(e *events.Event) {
 	s.emit(steps)
 }
 
-// finish closes the last step and the outputs.
+// found reports whether any process's step boundary was found.
+func (s *stepper) found() bool {
+	for _, p := range s.procs {
+		if p.anchor.TID != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// finish closes the last steps and the outputs.
 func (s *stepper) finish() error {
-	s.emit(s.corr.Finish())
+	for _, pid := range s.pids() {
+		s.emit(s.procs[pid].corr.Finish())
+	}
 	s.live.End()
 	if s.jsonl != nil {
 		s.err = errors.Join(s.err, s.jsonl.Close())

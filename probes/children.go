@@ -1,0 +1,76 @@
+package probes
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// followChildren attaches to the targets' new child processes, every
+// Rescan interval: a training launcher's ranks, DataLoader workers, engines.
+// Grandchildren are found at the next round, once their parent is a target.
+func (s *Session) followChildren() []LibraryPlan {
+	if !s.cfg.Children || time.Since(s.lastChildren) < s.cfg.Rescan {
+		return nil
+	}
+	s.lastChildren = time.Now()
+	s.mu.Lock()
+	var parents []int
+	for pid, t := range s.targets {
+		if !t.exited {
+			parents = append(parents, pid)
+		}
+	}
+	s.mu.Unlock()
+	var added []LibraryPlan
+	for _, parent := range parents {
+		for _, child := range Children(s.cfg.ProcRoot, parent) {
+			s.mu.Lock()
+			_, known := s.targets[child]
+			s.mu.Unlock()
+			if known {
+				continue
+			}
+			plans, err := s.Attach(child)
+			if err != nil {
+				s.cfg.Log.Debug("follow child", "pid", child, "err", err)
+				continue
+			}
+			s.cfg.Log.Debug("following child", "parent", parent, "pid", child)
+			added = append(added, plans...)
+		}
+	}
+	return added
+}
+
+// Children lists a process's child processes, from each of its threads'
+// children file.
+func Children(procRoot string, pid int) []int {
+	tasks, _ := filepath.Glob(filepath.Join(procRoot, strconv.Itoa(pid), "task", "*", "children"))
+	var out []int
+	for _, t := range tasks {
+		data, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(data)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// PIDs lists the processes followed.
+func (s *Session) PIDs() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]int, 0, len(s.targets))
+	for pid := range s.targets {
+		out = append(out, pid)
+	}
+	return out
+}
