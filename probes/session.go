@@ -43,13 +43,13 @@ type Session struct {
 	objs   *bpf.Objects
 	reader *ringbuf.Reader
 
-	mu      sync.Mutex
-	targets map[int]*target
-	stats   Stats
-	closed  bool
-	sampler launchSampler
+	mu           sync.Mutex
+	targets      map[int]*target
+	stats        Stats
+	closed       bool
+	sampler      launchSampler
 	lastChildren time.Time
-	marks   []events.Event // launch-probe markers for the next batch
+	marks        []events.Event // launch-probe markers for the next batch
 }
 
 type target struct {
