@@ -131,10 +131,14 @@ func TestBadStepBoundary(t *testing.T) {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
-// checkAgainstTruth holds gpuprof's steps to the demo's own log: one to one,
-// step time, compute time and period within 5%.
-func checkAgainstTruth(t *testing.T, truthPath, stepsPath string) validate.Result {
+// checkAgainstTruth holds gpuprof's steps to a job's own log: one to one,
+// and the required fields (by default step time, compute time and period)
+// within 5%.
+func checkAgainstTruth(t *testing.T, truthPath, stepsPath string, required ...string) validate.Result {
 	t.Helper()
+	if len(required) == 0 {
+		required = []string{"period", "step_time", "compute_time"}
+	}
 	truth, err := validate.ReadJSONL(truthPath)
 	if err != nil {
 		t.Fatal(err)
@@ -143,14 +147,36 @@ func checkAgainstTruth(t *testing.T, truthPath, stepsPath string) validate.Resul
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := validate.Compare(truth, ours, 5, 0.05, []string{"period", "step_time", "compute_time"})
+	res := validate.Compare(truth, ours, 5, 0.05, required)
 	for _, f := range res.Fields {
-		t.Logf("%-13s truth %.6f gpuprof %.6f (%+.2f%%)", f.Name, f.Truth, f.Ours, 100*(f.Ours-f.Truth)/f.Truth)
+		t.Logf("%-14s truth %.6f gpuprof %.6f (%+.2f%%) required=%v", f.Name, f.Truth, f.Ours, 100*(f.Ours-f.Truth)/f.Truth, f.Required)
 	}
 	if !res.Pass() {
-		t.Errorf("gpuprof's %d steps (%d matched, one to one %v) do not match the demo's log within 5%%", res.Ours, res.Matched, res.OneToOne)
+		t.Errorf("gpuprof's %d steps (%d matched, one to one %v) do not match the job's log within 5%%", res.Ours, res.Matched, res.OneToOne)
 	}
 	return res
+}
+
+// attachToPipeline runs testdata/python/pipeline.py with args, attaches
+// gpuprof with flags during its start delay, and returns the truth and
+// steps files and what gpuprof printed.
+func attachToPipeline(t *testing.T, python string, args []string, flags ...string) (truth, steps string, r result) {
+	t.Helper()
+	dir := testenv.Fixtures(t)
+	script := filepath.Join(testenv.Root(), "testdata", "python", "pipeline.py")
+	truth = filepath.Join(t.TempDir(), "truth.jsonl")
+	steps = filepath.Join(t.TempDir(), "steps.jsonl")
+	py := exec.Command(python, append([]string{script, dir, "--truth", truth, "--start-delay", "0.5"}, args...)...)
+	if err := py.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { py.Process.Kill(); py.Wait() })
+	time.Sleep(300 * time.Millisecond)
+	r = gpuprof(t, append([]string{"attach", "-q", "--pid", itoa(py.Process.Pid), "--jsonl", steps}, flags...)...)
+	if r.code != 0 {
+		t.Fatalf("attach: %+v", r)
+	}
+	return truth, steps, r
 }
 
 func TestAttachMatchesDemoLog(t *testing.T) {
@@ -261,8 +287,6 @@ exec "$0" attach --pid "$1" --jsonl "$2"`
 // see the README.)
 func TestPythonPipelines(t *testing.T) {
 	testenv.RequireRoot(t)
-	dir := testenv.Fixtures(t)
-	script := filepath.Join(testenv.Root(), "testdata", "python", "pipeline.py")
 	verdicts := map[string]string{"infer": "bottleneck: inference", "data": "bottleneck: training: data loading",
 		"compute": "bottleneck: training: GPU compute"}
 	for name, python := range testenv.Pythons(t) {
@@ -272,17 +296,9 @@ func TestPythonPipelines(t *testing.T) {
 		}
 		for _, mode := range modes {
 			t.Run(name+"/"+mode, func(t *testing.T) {
-				truth := filepath.Join(t.TempDir(), "truth.jsonl")
-				steps := filepath.Join(t.TempDir(), "steps.jsonl")
-				py := exec.Command(python, script, dir, "--mode", mode, "--steps", "150", "--truth", truth, "--start-delay", "0.5")
-				if err := py.Start(); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { py.Process.Kill(); py.Wait() })
-				time.Sleep(300 * time.Millisecond)
-				r := gpuprof(t, "attach", "-q", "--pid", itoa(py.Process.Pid), "--jsonl", steps)
-				if r.code != 0 || (mode == "infer" && !strings.Contains(r.stdout, "queue.Queue.get")) {
-					t.Fatalf("attach: %+v", r)
+				truth, steps, r := attachToPipeline(t, python, []string{"--mode", mode, "--steps", "150"})
+				if mode == "infer" && !strings.Contains(r.stdout, "queue.Queue.get") {
+					t.Errorf("no queue.Queue.get wait in the summary:\n%s", r.stdout)
 				}
 				if !strings.Contains(r.stdout, verdicts[mode]) {
 					t.Errorf("verdict for the %s-bound run: want %q in\n%s", mode, verdicts[mode], r.stdout)
@@ -291,15 +307,7 @@ func TestPythonPipelines(t *testing.T) {
 				if mode != "infer" {
 					required = append(required, "step_time", "data_time")
 				}
-				truthRows, _ := validate.ReadJSONL(truth)
-				ours, _ := validate.ReadJSONL(steps)
-				res := validate.Compare(truthRows, ours, 5, 0.05, required)
-				for _, f := range res.Fields {
-					t.Logf("%-13s truth %.6f gpuprof %.6f (%+.2f%%) required=%v", f.Name, f.Truth, f.Ours, 100*(f.Ours-f.Truth)/f.Truth, f.Required)
-				}
-				if !res.Pass() {
-					t.Errorf("%d steps (%d matched, one to one %v) not within 5%% of the pipeline's log", res.Ours, res.Matched, res.OneToOne)
-				}
+				checkAgainstTruth(t, truth, steps, required...)
 			})
 		}
 	}
@@ -312,8 +320,7 @@ func TestPythonPipelines(t *testing.T) {
 // wait and fetch time come from those probes.
 func TestNativeProbesPreset(t *testing.T) {
 	testenv.RequireRoot(t)
-	dir := testenv.Fixtures(t)
-	script := filepath.Join(testenv.Root(), "testdata", "python", "pipeline.py")
+	native := filepath.Join(testenv.Fixtures(t), "native")
 	pythons := testenv.Pythons(t)
 	for _, name := range []string{"pyenv-3.12", "debian-3.11"} {
 		python, ok := pythons[name]
@@ -321,30 +328,12 @@ func TestNativeProbesPreset(t *testing.T) {
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
-			truth := filepath.Join(t.TempDir(), "truth.jsonl")
-			steps := filepath.Join(t.TempDir(), "steps.jsonl")
-			py := exec.Command(python, script, dir, "--native", filepath.Join(dir, "native"), "--mode", "infer",
-				"--steps", "150", "--truth", truth, "--start-delay", "0.5")
-			if err := py.Start(); err != nil {
-				t.Fatal(err)
+			truth, steps, r := attachToPipeline(t, python, []string{"--native", native, "--mode", "infer", "--steps", "150"},
+				"--preset", "angelspec", "--batch-size", "4")
+			if !strings.Contains(r.stdout, "ray::core::CoreWorker::Get") || !strings.Contains(r.stdout, "mooncake::RealClient::batch_get_into") {
+				t.Fatalf("probed functions missing from the summary:\n%s", r.stdout)
 			}
-			t.Cleanup(func() { py.Process.Kill(); py.Wait() })
-			time.Sleep(300 * time.Millisecond)
-			r := gpuprof(t, "attach", "-q", "--preset", "angelspec", "--batch-size", "4", "--pid", itoa(py.Process.Pid), "--jsonl", steps)
-			if r.code != 0 || !strings.Contains(r.stdout, "ray::core::CoreWorker::Get") ||
-				!strings.Contains(r.stdout, "mooncake::RealClient::batch_get_into") {
-				t.Fatalf("attach: %+v", r)
-			}
-			truthRows, _ := validate.ReadJSONL(truth)
-			ours, _ := validate.ReadJSONL(steps)
-			res := validate.Compare(truthRows, ours, 5, 0.05,
-				[]string{"period", "compute_time", "dispatch_wait", "fetch_time", "step_time", "train_capacity"})
-			for _, f := range res.Fields {
-				t.Logf("%-14s truth %.6f gpuprof %.6f (%+.2f%%) required=%v", f.Name, f.Truth, f.Ours, 100*(f.Ours-f.Truth)/f.Truth, f.Required)
-			}
-			if !res.Pass() {
-				t.Errorf("%d steps (%d matched, one to one %v) not within 5%% of the pipeline's log", res.Ours, res.Matched, res.OneToOne)
-			}
+			checkAgainstTruth(t, truth, steps, "period", "compute_time", "dispatch_wait", "fetch_time", "step_time", "train_capacity")
 		})
 	}
 }
