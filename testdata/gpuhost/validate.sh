@@ -22,7 +22,7 @@ for mode in $modes; do
 	pid=$!
 	sleep 2.5 # torch imported and the models on the GPU: attach during the start delay
 	"$g" probes --pid "$pid" >"$out/probes-$mode.txt" 2>&1
-	"$g" attach --pid "$pid" --jsonl "$out/steps-$mode.jsonl" --record "$out/trace-$mode.jsonl.gz" \
+	"$g" attach --pid "$pid" --batch-size 4 --jsonl "$out/steps-$mode.jsonl" --record "$out/trace-$mode.jsonl.gz" \
 		>"$out/summary-$mode.txt" 2>"$out/attach-$mode.log"
 	echo "attach exit $?" >>"$out/attach-$mode.log"
 	wait "$pid"
