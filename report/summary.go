@@ -68,45 +68,23 @@ func WriteSummary(w io.Writer, s Summary) {
 		row("d2h/step", r.D2HBytes, bytes)
 		tw.Flush()
 	}
-	if len(r.Threads) > 0 {
-		fmt.Fprintln(w, "threads:")
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "pid\ttid\tlaunches\tcalls\tsyncs\tsync time\th2d\td2h\t")
-		for i, t := range r.Threads {
-			if i == 8 {
-				fmt.Fprintf(tw, "...\t%d more\t\t\t\t\t\t\t\n", len(r.Threads)-i)
-				break
-			}
-			fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t\n", t.PID, t.TID, t.Launches+t.GraphLaunches,
-				t.Calls, t.Syncs, Duration(t.SyncTime), Bytes(float64(t.H2DBytes)), Bytes(float64(t.D2HBytes)))
+	table(w, "threads:", "pid\ttid\tlaunches\tcalls\tsyncs\tsync time\th2d\td2h\t", len(r.Threads), func(i int) string {
+		t := r.Threads[i]
+		return fmt.Sprintf("%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t", t.PID, t.TID, t.Launches+t.GraphLaunches,
+			t.Calls, t.Syncs, Duration(t.SyncTime), Bytes(float64(t.H2DBytes)), Bytes(float64(t.D2HBytes)))
+	})
+	table(w, "probed functions (--probe):", "role\tcalls\tthreads\ttotal\tmean\t function", len(r.User), func(i int) string {
+		u := r.User[i]
+		mean := 0.0
+		if u.Calls > 0 {
+			mean = u.Seconds / float64(u.Calls)
 		}
-		tw.Flush()
-	}
-	if len(r.User) > 0 {
-		fmt.Fprintln(w, "probed functions (--probe):")
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "role\tcalls\tthreads\ttotal\tmean\t function")
-		for _, u := range r.User {
-			mean := 0.0
-			if u.Calls > 0 {
-				mean = u.Seconds / float64(u.Calls)
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t %s\n", u.Role, u.Calls, u.Threads, Duration(u.Seconds), Duration(mean), u.Name)
-		}
-		tw.Flush()
-	}
-	if len(r.Waits) > 0 {
-		fmt.Fprintln(w, "python waits:")
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "pid\ttid\tkind\twaits\ttotal\t in")
-		for i, wt := range r.Waits {
-			if i == 8 {
-				break
-			}
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%s\t %s\n", wt.PID, wt.TID, wt.Kind, wt.Count, Duration(wt.Seconds), wt.What)
-		}
-		tw.Flush()
-	}
+		return fmt.Sprintf("%s\t%d\t%d\t%s\t%s\t %s", u.Role, u.Calls, u.Threads, Duration(u.Seconds), Duration(mean), u.Name)
+	})
+	table(w, "python waits:", "pid\ttid\tkind\twaits\ttotal\t in", len(r.Waits), func(i int) string {
+		wt := r.Waits[i]
+		return fmt.Sprintf("%d\t%d\t%s\t%d\t%s\t %s", wt.PID, wt.TID, wt.Kind, wt.Count, Duration(wt.Seconds), wt.What)
+	})
 	if s.LaunchSampling != "" {
 		fmt.Fprintf(w, "launches counted %s: per-step launch figures are from those steps, kernel counts below are samples\n", s.LaunchSampling)
 	}
@@ -145,4 +123,26 @@ func computeLabel(src correlate.ComputeSource) string {
 		return "derived"
 	}
 	return "none"
+}
+
+// maxRows is how many rows a summary table shows.
+const maxRows = 8
+
+// table prints a titled, right-aligned table of n rows (at most maxRows,
+// then a count of the rest); row(i) gives row i's tab-separated cells.
+func table(w io.Writer, title, header string, n int, row func(i int) string) {
+	if n == 0 {
+		return
+	}
+	fmt.Fprintln(w, title)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, header)
+	for i := 0; i < n; i++ {
+		if i == maxRows {
+			fmt.Fprintf(tw, "... %d more\n", n-i)
+			break
+		}
+		fmt.Fprintln(tw, row(i))
+	}
+	tw.Flush()
 }
