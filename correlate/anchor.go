@@ -40,6 +40,7 @@ type threadTokens struct {
 	toks     []token
 	elapsed  int // successful elapsed-time reads
 	launches uint64
+	toHost   int // syncs and device-to-host copies
 }
 
 func collect(items []item) []*threadTokens {
@@ -64,6 +65,9 @@ func collect(items []item) []*threadTokens {
 		tt.launches += uint64(w)
 		if k.class == cudaapi.ClassElapsed && e.OK() {
 			tt.elapsed++
+		}
+		if toHost(k) {
+			tt.toHost++
 		}
 	}
 	return order
@@ -151,7 +155,7 @@ func signature(kinds map[key]bool) string {
 // calls tells a boundary that comes once a step from one that comes twice
 // (an event recorded before and after the forward pass) even when both
 // halves launch as many kernels.
-func regular(ivs []interval, tol, frac float64) (median int, ok bool) {
+func regular(ivs []interval, tol, frac float64, anySig bool) (median int, ok bool) {
 	if len(ivs) == 0 {
 		return 0, false
 	}
@@ -175,7 +179,7 @@ func regular(ivs []interval, tol, frac float64) (median int, ok bool) {
 	limit := max(1, tol*float64(median))
 	in := 0
 	for _, iv := range ivs {
-		if d := float64(iv.work - median); iv.sig == modal && d <= limit && d >= -limit {
+		if d := float64(iv.work - median); (anySig || iv.sig == modal) && d <= limit && d >= -limit {
 			in++
 		}
 	}
@@ -188,9 +192,12 @@ func regular(ivs []interval, tol, frac float64) (median int, ok bool) {
 type tier struct {
 	tol, frac float64
 	minSpan   uint64 // ns of events needed before this tier is tried
+	// anySig leaves out the kinds of other calls: only the kernels launched
+	// between boundaries need be regular.
+	anySig bool
 }
 
-var tiers = []tier{{0.15, 0.85, 0}, {0.5, 0.7, 10e9}}
+var tiers = []tier{{tol: 0.15, frac: 0.85}, {tol: 0.5, frac: 0.7, minSpan: 10e9}}
 
 // fallbackSpan is how much event time passes before threads other than the
 // first-ranked may set the boundary.
@@ -282,7 +289,7 @@ func bestKey(th *threadTokens, cfg Config, tr tier) (candidate, bool) {
 		if len(ivs) < 2 {
 			continue
 		}
-		if med, ok := regular(ivs, tr.tol, tr.frac); ok {
+		if med, ok := regular(ivs, tr.tol, tr.frac, tr.anySig); ok {
 			regs = append(regs, candidate{m: m, n: len(ends), median: med, priority: k.priority()})
 		}
 	}

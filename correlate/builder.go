@@ -261,6 +261,8 @@ func (b *builder) measureWaits(s *Step, waits []item, dataEnd, firstCall uint64)
 			s.LockWait += seconds(d)
 		case WaitIO:
 			s.IOWait += seconds(d)
+		case WaitFull:
+			s.FullWait += seconds(d)
 		}
 		longest[w.what] += d
 	}
@@ -316,12 +318,14 @@ func outermost(rs []item) (float64, uint64) {
 
 func seconds(ns uint64) float64 { return float64(ns) / 1e9 }
 
-// inferStats gathers the calls of the infer role (--probe infer=...) in a
-// step, on any thread: the engines' generate calls.
+// inferStats gathers a step's inference figures, on any thread: the calls
+// of the infer role (--probe infer=...), else the engines' iterations.
 type inferStats struct {
 	calls   int
 	total   uint64
 	threads map[uint32]bool
+	iters   int
+	busy    float64 // seconds of the iterations, less full-pool waits
 }
 
 func (is *inferStats) add(e *events.Event) {
@@ -336,6 +340,8 @@ func (is *inferStats) add(e *events.Event) {
 func (is *inferStats) merge(o inferStats) {
 	is.calls += o.calls
 	is.total += o.total
+	is.iters += o.iters
+	is.busy += o.busy
 	for tid := range o.threads {
 		if is.threads == nil {
 			is.threads = map[uint32]bool{}
@@ -344,13 +350,29 @@ func (is *inferStats) merge(o inferStats) {
 	}
 }
 
-// measure sets the step's inference figures: the mean generate call, and
-// the calls a second the engines seen could make back to back.
-func (is *inferStats) measure(s *Step) {
-	if is.calls == 0 {
-		return
+// addIteration counts an engine iteration that ended at end into the step
+// in which it ended.
+func (b *builder) addIteration(end uint64, busy float64) {
+	is := &b.infer
+	if b.pending && end > b.pendingEnd {
+		is = &b.inferNext
 	}
-	s.InferCalls = is.calls
-	s.InferBatchTime = seconds(is.total) / float64(is.calls)
-	s.InferCapacity = float64(len(is.threads)) / s.InferBatchTime
+	is.iters++
+	is.busy += busy
+}
+
+// measure sets the step's inference figures: the mean generate call (or
+// engine iteration), and the calls a second the engines seen could make
+// back to back. For iterations the correlator counts the engines.
+func (is *inferStats) measure(s *Step) {
+	switch {
+	case is.calls > 0:
+		s.InferCalls = is.calls
+		s.InferBatchTime = seconds(is.total) / float64(is.calls)
+		s.InferEngines = len(is.threads)
+		s.InferCapacity = float64(len(is.threads)) / s.InferBatchTime
+	case is.iters > 0:
+		s.InferIterations = is.iters
+		s.InferBatchTime = is.busy / float64(is.iters)
+	}
 }

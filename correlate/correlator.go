@@ -109,6 +109,9 @@ type Correlator struct {
 	lastReview  uint64
 	anchorTimes bool // the boundary's thread reads CUDA event timings
 
+	engines      map[uint64]*engineThread // by pid<<32|tid
+	countedSince uint64                   // when launch counting last went on
+
 	records map[handle]record // event handle -> its last record call
 	allocs  map[handle]uint64 // pointer -> bytes
 	names   map[handle]string // kernel handle -> name
@@ -124,7 +127,8 @@ func New(cfg Config) (*Correlator, error) {
 		cfg.MaxBuffer = 1 << 20
 	}
 	c := &Correlator{cfg: cfg, records: map[handle]record{}, allocs: map[handle]uint64{},
-		names: map[handle]string{}, sum: newSummaryAcc(), counted: !cfg.NoLaunchCounts}
+		names: map[handle]string{}, sum: newSummaryAcc(), counted: !cfg.NoLaunchCounts,
+		engines: map[uint64]*engineThread{}}
 	if cfg.Boundary != "" {
 		m, err := parseBoundary(cfg.Boundary)
 		if err != nil {
@@ -200,8 +204,14 @@ func (c *Correlator) Add(e *events.Event) []Step {
 		return nil
 	case events.KindLaunchProbes:
 		c.counted = e.Out == 1
+		if c.counted {
+			c.countedSince = e.End
+		}
 		if c.b != nil {
 			c.b.launchProbes(c.counted)
+		}
+		for _, en := range c.engines {
+			en.b.launchProbes(c.counted)
 		}
 		return nil
 	case events.KindPyAttached:
@@ -248,10 +258,8 @@ func (c *Correlator) Add(e *events.Event) []Step {
 	}
 	if c.b != nil {
 		steps := c.b.add(&it)
-		if c.cfg.Thread == 0 {
-			steps = append(steps, c.review(&it)...)
-		}
-		return c.emit(steps)
+		c.toEngine(&it)
+		return c.emit(append(steps, c.review(&it)...))
 	}
 	c.buf = append(c.buf, it)
 	if len(c.buf) > c.cfg.MaxBuffer {
@@ -288,9 +296,11 @@ func (c *Correlator) tryLearn(final bool) []Step {
 	c.prop = nil
 	c.b = newBuilder(anchor, c.counted, c.cfg.BatchSize)
 	c.b.waitsObserved = c.waits
+	c.learnEngines(c.countedItems(c.buf))
 	var steps []Step
 	for i := range c.buf {
 		steps = append(steps, c.b.add(&c.buf[i])...)
+		c.toEngine(&c.buf[i])
 	}
 	c.window = append(c.window[:0], c.buf...)
 	c.lastReview = c.lastTry
@@ -320,6 +330,10 @@ func (c *Correlator) review(it *item) []Step {
 		cut++
 	}
 	c.window = append(c.window[:0], c.window[cut:]...)
+	c.learnEngines(c.countedItems(c.window))
+	if c.cfg.Thread != 0 {
+		return nil
+	}
 	threads := rank(collect(c.window))
 	if len(threads) == 0 || threads[0].tid == c.b.anchor.TID {
 		return nil
@@ -363,8 +377,25 @@ func (c *Correlator) Finish() []Step {
 	return c.emit(steps)
 }
 
+// countedItems returns the items since launch counting last went on: those
+// an engine's iterations can be learned from.
+func (c *Correlator) countedItems(items []item) []item {
+	if c.cfg.NoLaunchCounts {
+		return items
+	}
+	i := 0
+	for i < len(items) && items[i].ev.Start < c.countedSince {
+		i++
+	}
+	return items[i:]
+}
+
 func (c *Correlator) emit(steps []Step) []Step {
 	for i := range steps {
+		if s := &steps[i]; s.InferCalls == 0 && s.InferIterations > 0 {
+			s.InferEngines = max(1, c.activeEngines(s.EndNS))
+			s.InferCapacity = float64(s.InferEngines) / s.InferBatchTime
+		}
 		c.sum.addStep(&steps[i])
 	}
 	return steps

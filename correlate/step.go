@@ -38,6 +38,7 @@ type Step struct {
 	DataWait      float64 `json:"data_wait"`     // waiting for DataLoader workers
 	LockWait      float64 `json:"lock_wait"`     // waiting for a plain lock
 	IOWait        float64 `json:"io_wait"`       // in poll or select on other descriptors
+	FullWait      float64 `json:"full_wait"`     // for room in a full queue (a blocked put)
 	// GILWait is the part of those waits spent taking the GIL back after
 	// the awaited lock was free: other Python threads held it.
 	GILWait  float64 `json:"gil_wait"`
@@ -60,6 +61,10 @@ type Step struct {
 	FetchCalls      int     `json:"fetch_calls,omitempty"`
 	ComputeCallTime float64 `json:"compute_call_time,omitempty"`
 	InferCalls      int     `json:"infer_calls,omitempty"`
+	// Without infer= probes: the iterations of inference engine threads
+	// (engines.go) that ended in the step.
+	InferIterations int     `json:"infer_iterations,omitempty"`
+	InferEngines    int     `json:"infer_engines,omitempty"`
 	InferBatchTime  float64 `json:"infer_batch_time,omitempty"`
 	InferCapacity   float64 `json:"infer_capacity,omitempty"`
 

@@ -62,6 +62,7 @@ type Summary struct {
 	TrainCapacity Dist
 	InferCapacity Dist
 	Waits         []WaitTotal // longest first
+	Engines       []Engine    // inference engine threads, by PID and TID
 	Anchor        *Anchor
 	Steps         int
 	StepTime      Dist
@@ -220,6 +221,7 @@ func (c *Correlator) Summary() Summary {
 	}
 	out.WallTime, out.DispatchWait, out.DataTime = dist(s.wallT), dist(s.dispatch), dist(s.dataT)
 	out.FetchTime, out.TrainCapacity, out.InferCapacity = dist(s.fetchT), dist(s.trainCap), dist(s.inferCap)
+	out.Engines = c.Engines()
 	for _, u := range s.user {
 		out.User = append(out.User, *u)
 	}

@@ -20,9 +20,12 @@ const (
 	WaitLock
 	// WaitIO: in poll or select on descriptors no known queue owns.
 	WaitIO
+	// WaitFull: for room in a full queue (a put that blocks): seen from an
+	// inference engine, the trainer is not taking samples fast enough.
+	WaitFull
 )
 
-func (k WaitKind) String() string { return [...]string{"dispatch", "data", "lock", "io"}[k] }
+func (k WaitKind) String() string { return [...]string{"dispatch", "data", "lock", "io", "full"}[k] }
 
 // classifyWait names what a Python wait event waited for: sleeps by the
 // libc function they blocked in, the rest by their frames.
@@ -61,14 +64,14 @@ func classify(frames []events.PyFrame) (WaitKind, string) {
 	}
 	// The outermost known call is the one that says the most: a
 	// multiprocessing queue's get waits in its connection's wait.
-	call := ""
+	call, kind := "", WaitDispatch
 	for _, f := range frames {
-		if c, ok := blockingCall(f); ok {
-			call = c
+		if c, k, ok := blockingCall(f); ok {
+			call, kind = c, k
 		}
 	}
 	if call != "" {
-		return WaitDispatch, call
+		return kind, call
 	}
 	// Waiting on a threading primitive (an event, a condition, a join) is
 	// waiting for another thread's work too.
@@ -84,23 +87,30 @@ func classify(frames []events.PyFrame) (WaitKind, string) {
 }
 
 // blockingCall recognises the library functions a thread waits in for
-// something to arrive.
-func blockingCall(f events.PyFrame) (string, bool) {
+// something to arrive, or for room to put something.
+func blockingCall(f events.PyFrame) (string, WaitKind, bool) {
 	fn := f.Func[strings.LastIndexByte(f.Func, '.')+1:]
 	file := f.File
+	queue := ""
 	switch {
-	case strings.HasSuffix(file, "multiprocessing/queues.py") && fn == "get":
-		return "multiprocessing.Queue.get", true
-	case strings.HasSuffix(file, "ray/util/queue.py") && fn == "get":
-		return "ray.util.queue.Queue.get", true
-	case path.Base(file) == "queue.py" && (fn == "get" || fn == "join"):
-		return "queue.Queue." + fn, true
-	case strings.HasSuffix(file, "concurrent/futures/_base.py") && (fn == "result" || fn == "wait" || fn == "as_completed"):
-		return "concurrent.futures." + fn, true
-	case strings.HasSuffix(file, "multiprocessing/connection.py") && (fn == "recv" || fn == "recv_bytes" || fn == "wait"):
-		return "multiprocessing.connection." + fn, true
+	case strings.HasSuffix(file, "multiprocessing/queues.py"):
+		queue = "multiprocessing.Queue."
+	case strings.HasSuffix(file, "ray/util/queue.py"):
+		queue = "ray.util.queue.Queue."
+	case path.Base(file) == "queue.py":
+		queue = "queue.Queue."
 	}
-	return "", false
+	switch {
+	case queue != "" && fn == "put":
+		return queue + fn, WaitFull, true
+	case queue != "" && (fn == "get" || fn == "join" && queue == "queue.Queue."):
+		return queue + fn, WaitDispatch, true
+	case strings.HasSuffix(file, "concurrent/futures/_base.py") && (fn == "result" || fn == "wait" || fn == "as_completed"):
+		return "concurrent.futures." + fn, WaitDispatch, true
+	case strings.HasSuffix(file, "multiprocessing/connection.py") && (fn == "recv" || fn == "recv_bytes" || fn == "wait"):
+		return "multiprocessing.connection." + fn, WaitDispatch, true
+	}
+	return "", 0, false
 }
 
 func shortFunc(f events.PyFrame) string {

@@ -63,6 +63,9 @@ func WriteSummary(w io.Writer, s Summary) {
 		row("data_time", r.DataTime, Duration)
 		row("compute_time ("+computeLabel(r.ComputeSource)+")", r.ComputeTime, Duration)
 		row("sync_time", r.SyncTime, Duration)
+		perSec := func(x float64) string { return fmt.Sprintf("%.1f/s", x) }
+		row("train_capacity", r.TrainCapacity, perSec)
+		row("infer_capacity", r.InferCapacity, perSec)
 		row("launches/step", r.Launches, count)
 		row("h2d/step", r.H2DBytes, bytes)
 		row("d2h/step", r.D2HBytes, bytes)
@@ -81,6 +84,12 @@ func WriteSummary(w io.Writer, s Summary) {
 		}
 		return fmt.Sprintf("%s\t%d\t%d\t%s\t%s\t %s", u.Role, u.Calls, u.Threads, Duration(u.Seconds), Duration(mean), u.Name)
 	})
+	table(w, "inference engines (threads with a GPU loop of their own; an iteration less its waits on a full pool):",
+		"pid\ttid\titerations\tmedian\tp90\tfull-pool wait\t iteration ends at", len(r.Engines), func(i int) string {
+			e := r.Engines[i]
+			return fmt.Sprintf("%d\t%d\t%d\t%s\t%s\t%s\t %s", e.PID, e.TID, e.Iterations, Duration(e.Busy.P50),
+				Duration(e.Busy.P90), Duration(e.FullWait), e.Boundary)
+		})
 	table(w, "python waits:", "pid\ttid\tkind\twaits\ttotal\t in", len(r.Waits), func(i int) string {
 		wt := r.Waits[i]
 		return fmt.Sprintf("%d\t%d\t%s\t%d\t%s\t %s", wt.PID, wt.TID, wt.Kind, wt.Count, Duration(wt.Seconds), wt.What)

@@ -12,9 +12,10 @@ import (
 
 // TestReplayRecordedTraces cuts event traces recorded on the GPU host
 // (testdata/gpuhost/validate.sh, attached to the workloads' spec_pipeline.py)
-// into steps and holds them to the pipeline's own truth: steps one to one,
-// compute time and step period within 5% (median after warm-up), and step
-// time too where the truth shows no dispatch wait.
+// into steps and holds them to the pipeline's own truth: steps one to one;
+// compute time, step period, thru and the engines' infer_batch_time and
+// infer_capacity within 5% (median after warm-up); dispatch wait where the
+// truth shows one, step time and train_capacity where it does not.
 func TestReplayRecordedTraces(t *testing.T) {
 	traces, _ := filepath.Glob("../testdata/traces/*/*.trace.jsonl.gz")
 	if len(traces) == 0 {
@@ -46,7 +47,7 @@ func TestReplayRecordedTraces(t *testing.T) {
 // uncounted.
 func replay(t *testing.T, evs []events.Event, noLaunches, sampled bool) []correlate.Step {
 	t.Helper()
-	c, err := correlate.New(correlate.Config{NoLaunchCounts: noLaunches})
+	c, err := correlate.New(correlate.Config{NoLaunchCounts: noLaunches, BatchSize: 4}) // spec_pipeline.py's default
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,25 +78,27 @@ func replay(t *testing.T, evs []events.Event, noLaunches, sampled bool) []correl
 	return append(steps, c.Finish()...)
 }
 
-// checkSteps holds steps to the truth: one to one, compute time and step
-// period within 5%, and step time too where the truth shows no dispatch
-// wait.
+// checkSteps holds steps to the truth as TestReplayRecordedTraces says.
 func checkSteps(t *testing.T, truth []validate.Row, steps []correlate.Step) {
 	t.Helper()
 	ours := make([]validate.Row, len(steps))
 	counted := 0
 	for i, s := range steps {
 		ours[i] = validate.Row{Step: s.Index, Start: s.StartNS, End: s.EndNS,
-			Fields: map[string]float64{"step_time": s.StepTime, "compute_time": s.ComputeTime}}
+			Fields: map[string]float64{"step_time": s.StepTime, "compute_time": s.ComputeTime, "dispatch_wait": s.DispatchWait,
+				"thru": s.Thru, "train_capacity": s.TrainCapacity, "infer_batch_time": s.InferBatchTime,
+				"infer_capacity": s.InferCapacity}}
 		if s.LaunchesCounted {
 			counted++
 		}
 	}
-	required := []string{"period", "compute_time"}
+	required := []string{"period", "compute_time", "thru", "infer_batch_time", "infer_capacity"}
 	wait, _ := validate.Median(truth, "dispatch_wait", 5)
 	stepTime, _ := validate.Median(truth, "step_time", 5)
 	if wait <= 0.01*stepTime {
-		required = append(required, "step_time")
+		required = append(required, "step_time", "train_capacity")
+	} else {
+		required = append(required, "dispatch_wait")
 	}
 	res := validate.Compare(truth, ours, 5, 0.05, required)
 	t.Logf("%d steps, %d with launch counts", len(steps), counted)

@@ -13,9 +13,11 @@ while gpuprof finds the step boundary it counts every kernel launch, then
 only --launch-duty of the time; a long-running attach is in that state.
 Each "on" window is compared with the mean of the "off" windows on either
 side of it, which cancels a pipeline that speeds up or slows down over the
-run; the median of those ratios is the result.
+run; the median of those ratios is the result, with a 95% bootstrap interval.
+The same statistic taken between "off" windows alone is printed as the run's
+noise floor: an "on" result inside it is no measurable slowdown.
 """
-import json, os, statistics, subprocess, sys, tempfile, time
+import json, os, random, statistics, subprocess, sys, tempfile, time
 
 w, gpuprof, mode = sys.argv[1:4]
 alternations = int(sys.argv[4]) if len(sys.argv) > 4 else 5
@@ -70,11 +72,33 @@ def measure(skip_on):
     return stats, rate_ratios, st_ratios
 
 
+def ci(xs, n=2000):
+    """95% bootstrap interval of the median of xs."""
+    rnd = random.Random(1)
+    meds = sorted(statistics.median(rnd.choices(xs, k=len(xs))) for _ in range(n))
+    return meds[int(0.025 * n)], meds[int(0.975 * n)]
+
+
+def pct(x):
+    return f"{100 * (x - 1):+.2f}%"
+
+
 for name, skip in (("whole", 0.5), ("steady", LEARN)):
+    if secs - skip < 1.5:
+        continue
     stats, rate_ratios, st_ratios = measure(skip)
     if name == "whole":
         for state, rate, st in stats:
             print(f"{state:3s} {rate:8.2f} steps/s  median step_time {st * 1e3:7.3f} ms")
     r, s = statistics.median(rate_ratios), statistics.median(st_ratios)
-    print(f"mode {mode} {' '.join(extra)} [{name}]: step rate on/off {r:.4f} ({100 * (r - 1):+.2f}%), "
-          f"each {['%+.2f%%' % (100 * (x - 1)) for x in rate_ratios]}; step_time on/off {s:.4f} ({100 * (s - 1):+.2f}%)")
+    lo, hi = ci(rate_ratios)
+    print(f"mode {mode} {' '.join(extra)} [{name}]: step rate on/off {r:.4f} ({pct(r)}, 95% CI {pct(lo)}..{pct(hi)}, "
+          f"mean {pct(statistics.mean(rate_ratios))}, n={len(rate_ratios)}); step_time on/off {s:.4f} ({pct(s)})")
+    print(f"  each {' '.join(pct(x) for x in rate_ratios)}")
+    # The same statistic between "off" windows (each against its "off"
+    # neighbours two windows away) is the noise floor of this run.
+    offs = [x for x in stats if x[0] == "off"]
+    null = [offs[i][1] / ((offs[i - 1][1] + offs[i + 1][1]) / 2) for i in range(1, len(offs) - 1)]
+    if len(null) >= 3:
+        lo, hi = ci(null)
+        print(f"  noise floor (off vs off): median {pct(statistics.median(null))}, 95% CI {pct(lo)}..{pct(hi)}")
