@@ -62,10 +62,10 @@ func Diagnose(s Summary) Verdict {
 			v.Next = append(v.Next, "neither side dominates: speeding up either alone gains little")
 			return v
 		case i < t:
-			return inferenceBound(v)
+			return inferenceBound(v, true)
 		}
 	} else if waitKnown && share >= inferenceShare {
-		return inferenceBound(v)
+		return inferenceBound(v, s.InferCapacity.N > 0)
 	}
 	if !waitKnown {
 		v.Evidence = append(v.Evidence, "dispatch wait unknown: no Python interpreter's waits were probed")
@@ -81,11 +81,12 @@ func Diagnose(s Summary) Verdict {
 	return v
 }
 
-func inferenceBound(v Verdict) Verdict {
+func inferenceBound(v Verdict, inferKnown bool) Verdict {
 	v.Bottleneck = "inference (training is starved)"
-	v.Next = append(v.Next,
-		"more inference capacity: more engines or larger generate batches",
-		"time the engines' generate calls with --probe infer=LIB:SYMBOL for I and infer_batch_time")
+	v.Next = append(v.Next, "more inference capacity: more engines or larger generate batches")
+	if !inferKnown {
+		v.Next = append(v.Next, "time the engines' generate calls with --probe infer=LIB:SYMBOL for I and infer_batch_time")
+	}
 	return v
 }
 
