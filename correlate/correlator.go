@@ -110,6 +110,7 @@ type Correlator struct {
 	anchorTimes bool // the boundary's thread reads CUDA event timings
 
 	engines      map[uint64]*engineThread // by pid<<32|tid
+	candidates   map[uint64]bool          // threads that may be engines, to learn at the next review
 	countedSince uint64                   // when launch counting last went on
 
 	records map[handle]record // event handle -> its last record call
@@ -128,7 +129,7 @@ func New(cfg Config) (*Correlator, error) {
 	}
 	c := &Correlator{cfg: cfg, records: map[handle]record{}, allocs: map[handle]uint64{},
 		names: map[handle]string{}, sum: newSummaryAcc(), counted: !cfg.NoLaunchCounts,
-		engines: map[uint64]*engineThread{}}
+		engines: map[uint64]*engineThread{}, candidates: map[uint64]bool{}}
 	if cfg.Boundary != "" {
 		m, err := parseBoundary(cfg.Boundary)
 		if err != nil {
@@ -296,6 +297,9 @@ func (c *Correlator) tryLearn(final bool) []Step {
 	c.prop = nil
 	c.b = newBuilder(anchor, c.counted, c.cfg.BatchSize)
 	c.b.waitsObserved = c.waits
+	for i := range c.buf {
+		c.noteCandidate(&c.buf[i])
+	}
 	c.learnEngines(c.countedItems(c.buf))
 	var steps []Step
 	for i := range c.buf {

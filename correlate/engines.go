@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/gpuprof/gpuprof/cudaapi"
+	"github.com/gpuprof/gpuprof/events"
 )
 
 // Inference engines, seen from the calls they make: a thread other than the
@@ -58,7 +59,17 @@ func (c *Correlator) learnEngines(items []item) {
 		// Iterations are told apart by the kernels launched between them.
 		return
 	}
-	for _, th := range collect(items) {
+	if len(c.candidates) == 0 {
+		return
+	}
+	var theirs []item
+	for i := range items {
+		if c.candidates[uint64(items[i].ev.PID)<<32|uint64(items[i].ev.TID)] {
+			theirs = append(theirs, items[i])
+		}
+	}
+	clear(c.candidates)
+	for _, th := range collect(theirs) {
 		id := uint64(th.pid)<<32 | uint64(th.tid)
 		if th.pid == c.b.anchor.PID && th.tid == c.b.anchor.TID || c.engines[id] != nil || th.toHost == 0 {
 			continue
@@ -79,8 +90,10 @@ func (c *Correlator) learnEngines(items []item) {
 // toEngine passes an item to its thread's engine, if it is one, and counts
 // the iterations it completes into the current step.
 func (c *Correlator) toEngine(it *item) {
-	en := c.engines[uint64(it.ev.PID)<<32|uint64(it.ev.TID)]
+	id := uint64(it.ev.PID)<<32 | uint64(it.ev.TID)
+	en := c.engines[id]
 	if en == nil {
+		c.noteCandidate(it)
 		return
 	}
 	if en.TID == c.b.anchor.TID && en.PID == c.b.anchor.PID {
@@ -101,6 +114,16 @@ func (c *Correlator) toEngine(it *item) {
 		}
 		en.last = s.EndNS
 		c.b.addIteration(s.EndNS, busy)
+	}
+}
+
+// noteCandidate marks the thread of a call that brings results to the host,
+// if it is not the step thread: it may be an engine not yet learned, for
+// the next attempt to look at.
+func (c *Correlator) noteCandidate(it *item) {
+	e := &it.ev
+	if e.Kind == events.KindCall && toHost(keyOf(e.Desc(), e)) && (e.PID != c.b.anchor.PID || e.TID != c.b.anchor.TID) {
+		c.candidates[uint64(e.PID)<<32|uint64(e.TID)] = true
 	}
 }
 
