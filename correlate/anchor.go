@@ -51,7 +51,7 @@ func collect(items []item) []*threadTokens {
 		if e.Kind != events.KindCall {
 			continue
 		}
-		id := uint64(e.PID)<<32 | uint64(e.TID)
+		id := threadID(e.PID, e.TID)
 		tt := byTID[id]
 		if tt == nil {
 			tt = &threadTokens{pid: e.PID, tid: e.TID}

@@ -38,10 +38,6 @@ type Engine struct {
 	Iterations int     // seen whole
 	Busy       Dist    // seconds an iteration, less waits on a full pool (the last keepIterations)
 	FullWait   float64 // seconds waiting for room in a full pool
-	Wall       float64 // seconds of the iterations seen
-	last       uint64
-	busy       []float64 // the last keepIterations
-	next       int
 }
 
 // keepIterations bounds the iteration times an engine keeps for Busy.
@@ -50,6 +46,9 @@ const keepIterations = 4096
 type engineThread struct {
 	b *builder
 	Engine
+	last uint64    // when its latest iteration ended
+	busy []float64 // the last keepIterations, a ring once full
+	next int       // where the ring is written next
 }
 
 // learnEngines finds the engines among the threads of items: not the step
@@ -64,13 +63,13 @@ func (c *Correlator) learnEngines(items []item) {
 	}
 	var theirs []item
 	for i := range items {
-		if c.candidates[uint64(items[i].ev.PID)<<32|uint64(items[i].ev.TID)] {
+		if c.candidates[threadID(items[i].ev.PID, items[i].ev.TID)] {
 			theirs = append(theirs, items[i])
 		}
 	}
 	clear(c.candidates)
 	for _, th := range collect(theirs) {
-		id := uint64(th.pid)<<32 | uint64(th.tid)
+		id := threadID(th.pid, th.tid)
 		if th.pid == c.b.anchor.PID && th.tid == c.b.anchor.TID || c.engines[id] != nil || th.toHost == 0 {
 			continue
 		}
@@ -90,7 +89,7 @@ func (c *Correlator) learnEngines(items []item) {
 // toEngine passes an item to its thread's engine, if it is one, and counts
 // the iterations it completes into the current step.
 func (c *Correlator) toEngine(it *item) {
-	id := uint64(it.ev.PID)<<32 | uint64(it.ev.TID)
+	id := threadID(it.ev.PID, it.ev.TID)
 	en := c.engines[id]
 	if en == nil {
 		c.noteCandidate(it)
@@ -98,13 +97,12 @@ func (c *Correlator) toEngine(it *item) {
 	}
 	if en.TID == c.b.anchor.TID && en.PID == c.b.anchor.PID {
 		// The step boundary moved to this thread (review).
-		delete(c.engines, uint64(it.ev.PID)<<32|uint64(it.ev.TID))
+		delete(c.engines, id)
 		return
 	}
 	for _, s := range en.b.add(it) {
 		busy := s.WallTime - s.FullWait
 		en.Iterations++
-		en.Wall += s.WallTime
 		en.FullWait += s.FullWait
 		if len(en.busy) < keepIterations {
 			en.busy = append(en.busy, busy)
@@ -122,8 +120,11 @@ func (c *Correlator) toEngine(it *item) {
 // the next attempt to look at.
 func (c *Correlator) noteCandidate(it *item) {
 	e := &it.ev
-	if e.Kind == events.KindCall && toHost(keyOf(e.Desc(), e)) && (e.PID != c.b.anchor.PID || e.TID != c.b.anchor.TID) {
-		c.candidates[uint64(e.PID)<<32|uint64(e.TID)] = true
+	if e.Kind != events.KindCall || e.PID == c.b.anchor.PID && e.TID == c.b.anchor.TID {
+		return
+	}
+	if toHost(keyOf(e.Desc(), e)) {
+		c.candidates[threadID(e.PID, e.TID)] = true
 	}
 }
 
@@ -148,7 +149,6 @@ func (c *Correlator) Engines() []Engine {
 		}
 		e := en.Engine
 		e.Busy = dist(en.busy)
-		e.busy = nil
 		out = append(out, e)
 	}
 	slices.SortFunc(out, func(a, b Engine) int {

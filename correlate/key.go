@@ -140,3 +140,6 @@ func parseBoundary(spec string) (matcher, error) {
 	}
 	return matcher{}, fmt.Errorf("step boundary %q: direction must be h2d, d2h, d2d, h2h or default", spec)
 }
+
+// threadID keys per-thread state by process and thread.
+func threadID(pid, tid uint32) uint64 { return uint64(pid)<<32 | uint64(tid) }

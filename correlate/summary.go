@@ -117,7 +117,7 @@ func (s *summaryAcc) addEvent(e *events.Event, a cudaapi.API) {
 		s.first = e.Start
 	}
 	s.last = max(s.last, e.End)
-	id := uint64(e.PID)<<32 | uint64(e.TID)
+	id := threadID(e.PID, e.TID)
 	t := s.threads[id]
 	if t == nil {
 		t = &ThreadTotals{PID: e.PID, TID: e.TID}
