@@ -1,0 +1,96 @@
+package pymem
+
+// layout is where one CPython minor version keeps what pymem reads (x86-64,
+// default build). Field names are those testdata/python/objoffsets.c
+// prints, so that TestLayouts holds them to each version's own headers;
+// 3.10's dict keys are internal (Objects/dict-common.h, not installed) and
+// are held to live interpreters by TestPools only.
+type layout struct {
+	// PyTypeObject, the same from 3.10 to 3.13.
+	TpName, TpBasicsize, TpFlags, TpBase, TpDict, TpDictoffset uint64
+	// PyHeapTypeObject: the keys shared by the instances of a class.
+	HtCachedKeys uint64
+	// PyVarObject: the length of a list or a deque.
+	VarSize uint64
+	// PyDictObject.
+	DictKeys, DictValues uint64
+	// PyASCIIObject: a compact ASCII str's characters follow it (StrData
+	// is its size); StrCompact and StrASCII are bits of its state word.
+	StrLength, StrState, StrData, StrCompact, StrASCII uint64
+	// tp_flags: Py_TPFLAGS_HEAPTYPE, _MANAGED_DICT (3.11+), _INLINE_VALUES
+	// (3.13+); 0 where the version has no such flag.
+	FlagHeap, FlagManagedDict, FlagInlineValues uint64
+	// PyDictKeysObject. 3.10: dk_size (KeysSize) and 8-byte fields; 3.11+:
+	// log2 sizes in bytes, a kind, and str-keyed entries without a hash.
+	KeysSize, KeysLog2Size, KeysLog2IndexBytes, KeysKind, KeysNentries, KeysIndices uint64
+	// DICT_KEYS_GENERAL (3.11+): entries with a hash, keys of any type.
+	KindGeneral uint64
+	// PyDictKeyEntry {hash, key, value}.
+	EntrySize, EntryKey, EntryValue uint64
+	// PyDictUnicodeEntry {key, value} (3.11+).
+	UnicodeEntrySize, UnicodeEntryKey, UnicodeEntryValue uint64
+	// PyDictValues: values[] (3.13 puts a header before it), and the
+	// header's capacity and valid bytes (3.13).
+	ValuesArray, ValuesCapacity, ValuesValid uint64
+}
+
+// Preheader words below an object (3.11+): ((PyObject **)obj)[-3] holds
+// the managed dict (3.11, 3.13) or the tagged dict-or-values (3.12);
+// ((PyDictValues **)obj)[-4] the values (3.11 only).
+const (
+	managedDictBelow = 3 * 8
+	valuesBelow311   = 4 * 8
+)
+
+// SemLockObject (Modules/_multiprocessing/semaphore.c, unchanged 3.10 to
+// 3.13): {PyObject_HEAD; SEM_HANDLE handle; unsigned long last_tid; int
+// count; int maxvalue; int kind; char *name;}. Not in any installed
+// header; TestPools holds it to the handle, maxvalue and kind the object
+// reports of itself.
+const (
+	semLockHandle    = 16
+	semLockMaxvalue  = 36
+	semLockKind      = 40
+	semLockSize      = 56
+	semKindSemaphore = 1 // SEMAPHORE, not RECURSIVE_MUTEX
+)
+
+// semValue is the value of a glibc sem_t (x86-64, 64-bit atomics) from
+// its first word: struct new_sem {uint64_t data; int private; int pad;},
+// the value in data's low 32 bits and the number of waiters above
+// (sysdeps/nptl/internaltypes.h).
+func semValue(data uint64) int64 { return int64(data & 0xffffffff) }
+
+var layouts = func() map[int]*layout {
+	common := layout{
+		TpName: 24, TpBasicsize: 32, TpFlags: 168, TpBase: 256, TpDict: 264, TpDictoffset: 288,
+		VarSize:  16,
+		DictKeys: 32, DictValues: 40,
+		StrLength: 16, StrState: 32, StrCompact: 1 << 5, StrASCII: 1 << 6,
+		FlagHeap:  1 << 9,
+		EntrySize: 24, EntryKey: 8, EntryValue: 16,
+	}
+	v310 := common
+	v310.HtCachedKeys = 872
+	v310.StrData = 48 // wstr is still there
+	v310.KeysSize, v310.KeysNentries, v310.KeysIndices = 8, 32, 40
+
+	v311 := common
+	v311.HtCachedKeys = 872
+	v311.StrData = 48
+	v311.FlagManagedDict = 1 << 4
+	v311.KeysLog2Size, v311.KeysLog2IndexBytes, v311.KeysKind = 8, 9, 10
+	v311.KeysNentries, v311.KeysIndices = 24, 32
+	v311.KindGeneral = 0
+	v311.UnicodeEntrySize, v311.UnicodeEntryKey, v311.UnicodeEntryValue = 16, 0, 8
+
+	v312 := v311
+	v312.HtCachedKeys = 880 // PyTypeObject grew tp_watched
+	v312.StrData = 40       // wstr is gone
+
+	v313 := v312
+	v313.FlagInlineValues = 1 << 2
+	v313.ValuesCapacity, v313.ValuesValid, v313.ValuesArray = 0, 3, 8
+
+	return map[int]*layout{10: &v310, 11: &v311, 12: &v312, 13: &v313}
+}()
