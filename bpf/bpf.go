@@ -1,7 +1,14 @@
 package bpf
 
 import (
+	"cmp"
 	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 )
 
 // Record types as laid out in gpuprof.bpf.c.
@@ -11,6 +18,7 @@ type (
 	KernelKey = gpuprofKernelKey
 	PyLayout  = gpuprofPyLayout
 	PyEvent   = gpuprofPyEvent
+	PoolWord  = gpuprofPoolWord
 	Objects   = gpuprofObjects
 	Programs  = gpuprofPrograms
 	Maps      = gpuprofMaps
@@ -24,6 +32,7 @@ const (
 	KindLibLoad    = 3
 	KindPyWait     = 5
 	KindPyGIL      = 6
+	KindWrite      = 7
 )
 
 // Counters in the stats map.
@@ -67,4 +76,44 @@ func RingbufSize() (uint32, error) {
 		return 0, err
 	}
 	return spec.Maps["events"].MaxEntries, nil
+}
+
+// ProgramStat is how often one program ran and for how long in all, as
+// the kernel counts with BPF statistics on (EnableStats).
+type ProgramStat struct {
+	Name    string
+	Runs    uint64
+	Runtime time.Duration
+}
+
+// EnableStats turns on the kernel's BPF run-time statistics until the
+// returned closer is closed (they cost ~20 ns a program run).
+func EnableStats() (io.Closer, error) {
+	c, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		return nil, fmt.Errorf("enable BPF statistics: %w", err)
+	}
+	return c, nil
+}
+
+// ProgramStats returns each program's runs and run time so far, most run first.
+func (o *Objects) ProgramStats() []ProgramStat {
+	progs := map[string]*ebpf.Program{
+		"api_entry": o.ApiEntry, "api_return": o.ApiReturn, "launch_entry": o.LaunchEntry,
+		"lib_load": o.LibLoad, "py_lock_entry": o.PyLockEntry, "py_lock_return": o.PyLockReturn,
+		"gil_entry": o.GilEntry, "gil_return": o.GilReturn, "io_write": o.IoWrite,
+	}
+	var out []ProgramStat
+	for name, p := range progs {
+		ps, err := p.Stats()
+		if err != nil {
+			continue
+		}
+		st := ProgramStat{Name: name, Runs: ps.RunCount, Runtime: ps.Runtime}
+		if st.Runs > 0 {
+			out = append(out, st)
+		}
+	}
+	slices.SortFunc(out, func(a, b ProgramStat) int { return cmp.Compare(b.Runs, a.Runs) })
+	return out
 }

@@ -18,6 +18,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define EV_LIB_LOAD 3
 #define EV_PY_WAIT 5
 #define EV_PY_GIL 6
+#define EV_WRITE 7
 
 // Attach cookie layout, written by probes/cookie.go.
 #define COOKIE_API(c) ((c) & 0xffff)
@@ -53,7 +54,7 @@ struct event {
 	__u32 tid;
 	__u32 launches;      // kernel launches on this thread since its previous event
 	__u32 graph_launches;
-	__u32 pad;
+	__u32 pool;          // the thread's sample pool length + 1 at return; 0: not read
 	__u64 start_ns;
 	__u64 end_ns;
 	__u64 launch_first_ns;
@@ -123,7 +124,7 @@ struct py_layout {
 	__u32 code_filename;  // co_filename
 	__u32 unicode_data;   // where a compact ASCII string's characters start
 	__u32 id_is_pthread;
-	__u32 pad;
+	__u32 frame_locals;   // f_localsplus / localsplus: the arguments, self first
 };
 
 #define PY_FRAMES 8
@@ -132,6 +133,7 @@ struct py_layout {
 #define PY_MAX_THREADS 256
 
 struct py_frame {
+	__u64 self; // the frame's first local: a method's self (the queue a get waits on)
 	char func[PY_FUNC_LEN];
 	char file[PY_FILE_LEN];
 };
@@ -157,6 +159,7 @@ const struct name_event *unused_name_event __attribute__((unused));
 const struct kernel_key *unused_kernel_key __attribute__((unused));
 const struct py_layout *unused_py_layout __attribute__((unused));
 const struct py_event *unused_py_event __attribute__((unused));
+const struct pool_word *unused_pool_word __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -291,6 +294,38 @@ static __always_inline void emit_name(struct call_slot *slot, __u64 cookie, __u6
 	bpf_ringbuf_submit(e, ringbuf_flags());
 }
 
+// Where the step thread's sample pool keeps its length, by thread
+// (probes/pool.go sets it once both are known): the pool is read at each of
+// that thread's CUDA call returns, so a step's pool is its length as the
+// step's last call returned, with no polling.
+struct pool_word {
+	__u64 addr; // an aligned word of the target's memory
+	__u32 max;  // 0: the word is the length (ob_size); else a semaphore's maximum, length = max - value
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, struct pool_word);
+} pools SEC(".maps");
+
+static __always_inline __u32 read_pool(__u32 tid)
+{
+	struct pool_word *pw = bpf_map_lookup_elem(&pools, &tid);
+	if (!pw)
+		return 0;
+	__u64 v = 0;
+	if (bpf_probe_read_user(&v, sizeof(v), (void *)pw->addr))
+		return 0;
+	if (pw->max) {
+		__u32 value = (__u32)v;
+		return value > pw->max ? 0 : pw->max - value + 1;
+	}
+	return v >= 0xffffffffULL ? 0 : (__u32)v + 1;
+}
+
 SEC("uretprobe.multi")
 int api_return(struct pt_regs *ctx)
 {
@@ -332,7 +367,7 @@ int api_return(struct pt_regs *ctx)
 	e->api = COOKIE_API(cookie);
 	e->pid = id >> 32;
 	e->tid = (__u32)id;
-	e->pad = 0;
+	e->pool = read_pool((__u32)id);
 	e->start_ns = slot->start_ns;
 	e->end_ns = now;
 	if (COOKIE_LAYER(cookie) == LAYER_USER) {
@@ -512,6 +547,7 @@ static __always_inline __u8 py_frames(struct py_layout *l, __u64 tstate, struct 
 			if (n < PY_FRAMES && code) {
 				__u64 name = read_ptr(code + l->code_name);
 				__u64 file = read_ptr(code + l->code_filename);
+				e->frames[n].self = read_ptr(frame + l->frame_locals);
 				e->frames[n].func[0] = 0;
 				e->frames[n].file[0] = 0;
 				bpf_probe_read_user_str(e->frames[n].func, PY_FUNC_LEN, (void *)(name + l->unicode_data));
@@ -577,7 +613,7 @@ int py_lock_return(struct pt_regs *ctx)
 // another thread holds it, it waits on the GIL's condition variable
 // (pthread_cond_timedwait, in slices of the switch interval). Such waits
 // that follow a reported wait within this are reported as its tail.
-#define GIL_FOLLOW_NS 20000
+#define GIL_FOLLOW_NS 100000
 
 SEC("uprobe.multi")
 int gil_entry(struct pt_regs *ctx)
@@ -608,6 +644,32 @@ int gil_return(struct pt_regs *ctx)
 	__u64 now = bpf_ktime_get_ns();
 	ts->py_wait_end = now; // a longer GIL wait comes as several
 	emit_span(EV_PY_GIL, start, now, ringbuf_flags());
+	return 0;
+}
+
+// A write(2) by a thread of a process running CPython, at its entry: a
+// training loop logging the step it finished (a line to a file, a progress
+// bar) is between steps, not in the next step's data loading; and the
+// pool's length then is what such a log shows. Entry only, and no frame
+// walk: one probe hit per write.
+SEC("uprobe.multi")
+int io_write(struct pt_regs *ctx)
+{
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(STAT_RINGBUF_FULL);
+		return 0;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	__u64 id = bpf_get_current_pid_tgid(), now = bpf_ktime_get_ns();
+	e->kind = EV_WRITE;
+	e->pid = id >> 32;
+	e->tid = (__u32)id;
+	e->start_ns = now;
+	e->end_ns = now;
+	e->args[0] = PT_REGS_PARM1(ctx);
+	e->pool = read_pool((__u32)id); // the pool as the loop logs the step
+	bpf_ringbuf_submit(e, ringbuf_flags());
 	return 0;
 }
 

@@ -22,7 +22,7 @@ type gpuprofEvent struct {
 	Tid           uint32
 	Launches      uint32
 	GraphLaunches uint32
-	Pad           uint32
+	Pool          uint32
 	StartNs       uint64
 	EndNs         uint64
 	LaunchFirstNs uint64
@@ -53,6 +53,13 @@ type gpuprofNameEvent struct {
 	Name   [128]int8
 }
 
+type gpuprofPoolWord struct {
+	_    structs.HostLayout
+	Addr uint64
+	Max  uint32
+	Pad  uint32
+}
+
 type gpuprofPyEvent struct {
 	_       structs.HostLayout
 	Kind    uint8
@@ -66,6 +73,7 @@ type gpuprofPyEvent struct {
 	Arg0    uint64
 	Frames  [8]struct {
 		_    structs.HostLayout
+		Self uint64
 		Func [64]int8
 		File [128]int8
 	}
@@ -87,7 +95,7 @@ type gpuprofPyLayout struct {
 	CodeFilename  uint32
 	UnicodeData   uint32
 	IdIsPthread   uint32
-	Pad           uint32
+	FrameLocals   uint32
 }
 
 type gpuprofThreadState struct {
@@ -140,6 +148,7 @@ type gpuprofThreadState struct {
 const (
 	gpuprofMapEvents          = "events"
 	gpuprofMapKernels         = "kernels"
+	gpuprofMapPools           = "pools"
 	gpuprofMapPython          = "python"
 	gpuprofMapStats           = "stats"
 	gpuprofMapThreads         = "threads"
@@ -148,6 +157,7 @@ const (
 	gpuprofProgBare           = "bare"
 	gpuprofProgGilEntry       = "gil_entry"
 	gpuprofProgGilReturn      = "gil_return"
+	gpuprofProgIoWrite        = "io_write"
 	gpuprofProgLaunchEntry    = "launch_entry"
 	gpuprofProgLibLoad        = "lib_load"
 	gpuprofProgPyLockEntry    = "py_lock_entry"
@@ -156,6 +166,7 @@ const (
 	gpuprofVarUnusedEvent     = "unused_event"
 	gpuprofVarUnusedKernelKey = "unused_kernel_key"
 	gpuprofVarUnusedNameEvent = "unused_name_event"
+	gpuprofVarUnusedPoolWord  = "unused_pool_word"
 	gpuprofVarUnusedPyEvent   = "unused_py_event"
 	gpuprofVarUnusedPyLayout  = "unused_py_layout"
 	gpuprofVarWakeupBytes     = "wakeup_bytes"
@@ -208,6 +219,7 @@ type gpuprofProgramSpecs struct {
 	Bare         *ebpf.ProgramSpec `ebpf:"bare"`
 	GilEntry     *ebpf.ProgramSpec `ebpf:"gil_entry"`
 	GilReturn    *ebpf.ProgramSpec `ebpf:"gil_return"`
+	IoWrite      *ebpf.ProgramSpec `ebpf:"io_write"`
 	LaunchEntry  *ebpf.ProgramSpec `ebpf:"launch_entry"`
 	LibLoad      *ebpf.ProgramSpec `ebpf:"lib_load"`
 	PyLockEntry  *ebpf.ProgramSpec `ebpf:"py_lock_entry"`
@@ -220,6 +232,7 @@ type gpuprofProgramSpecs struct {
 type gpuprofMapSpecs struct {
 	Events  *ebpf.MapSpec `ebpf:"events"`
 	Kernels *ebpf.MapSpec `ebpf:"kernels"`
+	Pools   *ebpf.MapSpec `ebpf:"pools"`
 	Python  *ebpf.MapSpec `ebpf:"python"`
 	Stats   *ebpf.MapSpec `ebpf:"stats"`
 	Threads *ebpf.MapSpec `ebpf:"threads"`
@@ -233,6 +246,7 @@ type gpuprofVariableSpecs struct {
 	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedKernelKey *ebpf.VariableSpec `ebpf:"unused_kernel_key"`
 	UnusedNameEvent *ebpf.VariableSpec `ebpf:"unused_name_event"`
+	UnusedPoolWord  *ebpf.VariableSpec `ebpf:"unused_pool_word"`
 	UnusedPyEvent   *ebpf.VariableSpec `ebpf:"unused_py_event"`
 	UnusedPyLayout  *ebpf.VariableSpec `ebpf:"unused_py_layout"`
 	WakeupBytes     *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
@@ -260,6 +274,7 @@ func (o *gpuprofObjects) Close() error {
 type gpuprofMaps struct {
 	Events  *ebpf.Map `ebpf:"events"`
 	Kernels *ebpf.Map `ebpf:"kernels"`
+	Pools   *ebpf.Map `ebpf:"pools"`
 	Python  *ebpf.Map `ebpf:"python"`
 	Stats   *ebpf.Map `ebpf:"stats"`
 	Threads *ebpf.Map `ebpf:"threads"`
@@ -269,6 +284,7 @@ func (m *gpuprofMaps) Close() error {
 	return _GpuprofClose(
 		m.Events,
 		m.Kernels,
+		m.Pools,
 		m.Python,
 		m.Stats,
 		m.Threads,
@@ -283,6 +299,7 @@ type gpuprofVariables struct {
 	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`
 	UnusedKernelKey *ebpf.Variable `ebpf:"unused_kernel_key"`
 	UnusedNameEvent *ebpf.Variable `ebpf:"unused_name_event"`
+	UnusedPoolWord  *ebpf.Variable `ebpf:"unused_pool_word"`
 	UnusedPyEvent   *ebpf.Variable `ebpf:"unused_py_event"`
 	UnusedPyLayout  *ebpf.Variable `ebpf:"unused_py_layout"`
 	WakeupBytes     *ebpf.Variable `ebpf:"wakeup_bytes"`
@@ -297,6 +314,7 @@ type gpuprofPrograms struct {
 	Bare         *ebpf.Program `ebpf:"bare"`
 	GilEntry     *ebpf.Program `ebpf:"gil_entry"`
 	GilReturn    *ebpf.Program `ebpf:"gil_return"`
+	IoWrite      *ebpf.Program `ebpf:"io_write"`
 	LaunchEntry  *ebpf.Program `ebpf:"launch_entry"`
 	LibLoad      *ebpf.Program `ebpf:"lib_load"`
 	PyLockEntry  *ebpf.Program `ebpf:"py_lock_entry"`
@@ -310,6 +328,7 @@ func (p *gpuprofPrograms) Close() error {
 		p.Bare,
 		p.GilEntry,
 		p.GilReturn,
+		p.IoWrite,
 		p.LaunchEntry,
 		p.LibLoad,
 		p.PyLockEntry,

@@ -66,9 +66,9 @@ func (b *builder) add(it *item) []Step {
 		b.others += int(e.Launches + e.GraphLaunches)
 		return nil
 	}
-	if it.isWait {
-		// A wait does not end a cluster; after a boundary it belongs to
-		// the next step, which it begins.
+	if it.isWait || e.Kind == events.KindWrite {
+		// A wait (or a write) does not end a cluster; after a boundary it
+		// belongs to the next step, which it begins.
 		if b.pending {
 			b.limbo = append(b.limbo, *it)
 		} else {
@@ -143,10 +143,15 @@ func (b *builder) measure() Step {
 		OtherLaunches: b.others, LaunchesCounted: b.complete && !b.byCalls}
 	s.WallTime = seconds(s.EndNS - s.StartNS)
 	var readings, waits []item
+	var writes []uint64
 	var firstLaunch, lastSyncAfter, firstCall, computeStart uint64
 	for i := range b.cur {
 		it := &b.cur[i]
 		e := &it.ev
+		if e.Kind == events.KindWrite {
+			writes = append(writes, e.Start)
+			continue
+		}
 		if it.isWait {
 			waits = append(waits, *it)
 			continue
@@ -167,6 +172,10 @@ func (b *builder) measure() Step {
 		}
 		if firstCall == 0 {
 			firstCall = e.Start
+		}
+		if e.Pool != 0 {
+			// Read in BPF as the call returned: the last is the step's end.
+			s.Pool, s.PoolMeasured = int(e.Pool-1), true
 		}
 		a := e.Desc()
 		s.Launches += int(e.Launches)
@@ -197,6 +206,14 @@ func (b *builder) measure() Step {
 			}
 		}
 	}
+	for _, it := range b.limbo {
+		if it.ev.Kind == events.KindWrite && it.ev.Pool != 0 {
+			// The loop logging the step it finished: the pool as its log
+			// shows it.
+			s.Pool, s.PoolMeasured = int(it.ev.Pool-1), true
+			break
+		}
+	}
 	s.Readings = len(readings)
 	var dataEnd uint64
 	switch {
@@ -218,7 +235,7 @@ func (b *builder) measure() Step {
 	if firstLaunch != 0 && (firstCall == 0 || firstLaunch < firstCall) {
 		firstCall = firstLaunch
 	}
-	b.measureWaits(&s, waits, dataEnd, firstCall)
+	b.measureWaits(&s, waits, writes, dataEnd, firstCall)
 	if b.batch > 0 && s.StepTime > 0 {
 		s.TrainCapacity = float64(b.batch) / s.StepTime
 		s.Thru = float64(b.batch) / s.WallTime
@@ -227,19 +244,31 @@ func (b *builder) measure() Step {
 }
 
 // measureWaits adds the step thread's Python waits, clipped to the step:
-// waiting for work to arrive is dispatch wait, taken out of step time. A
-// step whose first act is such a wait begins with it: what the thread did
-// between the previous boundary and that wait (logging the last step) is
-// neither (LeadIn). The data phase runs from the step's beginning to
-// dataEnd (where the measured compute begins), less the dispatch wait in it.
-func (b *builder) measureWaits(s *Step, waits []item, dataEnd, firstCall uint64) {
+// waiting for work to arrive is dispatch wait, taken out of step time.
+// What the thread does between the previous boundary and its first act of
+// this step is the loop's bookkeeping, neither waiting nor working on this
+// step (LeadIn): the step begins at the last write (the loop logging the
+// step it finished) before its first call or wait, and at its first wait
+// if that is a dispatch wait. The data phase runs from the step's beginning
+// to dataEnd (where the measured compute begins), less the dispatch wait in
+// it.
+func (b *builder) measureWaits(s *Step, waits []item, writes []uint64, dataEnd, firstCall uint64) {
 	s.WaitsObserved = b.waitsObserved
 	begin := s.StartNS
+	firstAct := firstCall
+	if len(waits) > 0 && (firstAct == 0 || waits[0].ev.Start < firstAct) {
+		firstAct = waits[0].ev.Start
+	}
+	for _, w := range writes {
+		if w > begin && (firstAct == 0 || w <= firstAct) {
+			begin = w
+		}
+	}
 	if len(waits) > 0 && waits[0].wait == WaitDispatch && waits[0].ev.Start > begin &&
 		(firstCall == 0 || waits[0].ev.Start <= firstCall) {
 		begin = waits[0].ev.Start
-		s.LeadIn = seconds(begin - s.StartNS)
 	}
+	s.LeadIn = seconds(begin - s.StartNS)
 	var dispatchBeforeData uint64
 	longest := map[string]uint64{}
 	for _, w := range waits {

@@ -403,24 +403,10 @@ func TestDispatchWaitAndDataTime(t *testing.T) {
 		}
 		tr.launch(1, 5*us) // cat
 		dataEnd := tr.t
-		tr.call(t, "cudaEventRecordWithFlags", 3*us, 0xe1, 0x55)
-		tr.launch(40, 8*us)
-		tr.call(t, "cudaEventRecordWithFlags", 3*us, 0xe2, 0x55)
-		tr.call(t, "cudaMemcpyAsync", 10*us, 0xc000, 0xd000, 4, 2, 0x55)
-		tr.call(t, "cudaStreamSynchronize", 4*ms, 0x55)
-		tr.elapsed(t, 4.3, 0xe1, 0xe2)
+		tr.timedCompute(t)
 		want = append(want, truth{waited, dataEnd - start - waited})
 	}
-	c, err := New(Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.ObserveWaits()
-	var steps []Step
-	for i := range tr.evs {
-		steps = append(steps, c.Add(&tr.evs[i])...)
-	}
-	steps = append(steps, c.Finish()...)
+	c, steps := runPython(t, tr.evs)
 	if len(steps) != 39 {
 		t.Fatalf("%d steps", len(steps))
 	}
@@ -443,6 +429,39 @@ func TestDispatchWaitAndDataTime(t *testing.T) {
 	}
 }
 
+// TestLoggingIsLeadIn: a loop that logs each step it finished (a write)
+// before fetching the next: the logging is lead-in, neither data nor step
+// time; a write in the middle of the data phase changes nothing.
+func TestLoggingIsLeadIn(t *testing.T) {
+	tr := newThread(100, 101, 0)
+	write := func() {
+		tr.evs = append(tr.evs, events.Event{Kind: events.KindWrite, PID: 100, TID: 101, Start: tr.t, End: tr.t})
+	}
+	var want []uint64 // data time
+	for range 40 {
+		tr.idle(240 * us) // json.dumps of the last step
+		write()
+		tr.idle(10 * us)
+		start := tr.t
+		tr.idle(2 * ms) // the fetch, on the CPU
+		tr.call(t, "cudaMemcpyAsync", 20*us, 0xa000, 0xb000, 4<<20, 1, 0x55)
+		write() // a debug print
+		tr.idle(300 * us)
+		tr.launch(1, 5*us)
+		want = append(want, tr.t-start)
+		tr.timedCompute(t)
+	}
+	_, steps := runPython(t, tr.evs)
+	if len(steps) != 39 {
+		t.Fatalf("%d steps", len(steps))
+	}
+	for i, s := range steps {
+		within(t, "lead_in", s.LeadIn, 240e-6, 1e-9)
+		within(t, "data_time", s.DataTime, seconds(want[i+1])+10e-6, 1e-9)
+		within(t, "step_time", s.StepTime, s.WallTime-s.LeadIn, 1e-9)
+	}
+}
+
 func TestOnlyWaitsNoSteps(t *testing.T) {
 	tr := newThread(100, 101, 0)
 	for range 300 {
@@ -460,22 +479,16 @@ func TestGILTailJoinsTheWait(t *testing.T) {
 	for range 30 {
 		tr.pywait(5 * ms)
 		// Taking the GIL back: 5 µs later, 300 µs long; then a ctypes call
-		// and a second GIL wait 100 µs after, which is not the wait's tail.
+		// and a second GIL wait 200 µs after, which is not the wait's tail.
 		tr.evs = append(tr.evs, events.Event{Kind: events.KindPyGIL, PID: 100, TID: 101, Start: tr.t + 5*us, End: tr.t + 305*us})
-		tr.idle(405 * us)
+		tr.idle(505 * us)
 		tr.evs = append(tr.evs, events.Event{Kind: events.KindPyGIL, PID: 100, TID: 101, Start: tr.t, End: tr.t + 50*us})
 		tr.idle(50 * us)
 		tr.call(t, "cudaMemcpyAsync", 20*us, 0xa000, 0xb000, 1<<20, 1, 0)
 		tr.launch(30, 10*us)
 		tr.call(t, "cudaStreamSynchronize", ms, 0)
 	}
-	c, _ := New(Config{})
-	c.ObserveWaits()
-	var steps []Step
-	for i := range tr.evs {
-		steps = append(steps, c.Add(&tr.evs[i])...)
-	}
-	steps = append(steps, c.Finish()...)
+	_, steps := runPython(t, tr.evs)
 	if len(steps) != 29 {
 		t.Fatalf("%d steps", len(steps))
 	}

@@ -113,6 +113,8 @@ type Correlator struct {
 	candidates   map[uint64]bool          // threads that may be engines, to learn at the next review
 	countedSince uint64                   // when launch counting last went on
 
+	pools pools // the sample pool's readings
+
 	records map[handle]record // event handle -> its last record call
 	allocs  map[handle]uint64 // pointer -> bytes
 	names   map[handle]string // kernel handle -> name
@@ -129,7 +131,7 @@ func New(cfg Config) (*Correlator, error) {
 	}
 	c := &Correlator{cfg: cfg, records: map[handle]record{}, allocs: map[handle]uint64{},
 		names: map[handle]string{}, sum: newSummaryAcc(), counted: !cfg.NoLaunchCounts,
-		engines: map[uint64]*engineThread{}, candidates: map[uint64]bool{}}
+		engines: map[uint64]*engineThread{}, candidates: map[uint64]bool{}, pools: newPools()}
 	if cfg.Boundary != "" {
 		m, err := parseBoundary(cfg.Boundary)
 		if err != nil {
@@ -150,7 +152,7 @@ func New(cfg Config) (*Correlator, error) {
 
 // gilFollow is how soon after a Python wait a GIL wait must begin to be its
 // tail (the BPF side uses the same bound).
-const gilFollow = 20e3
+const gilFollow = 100e3
 
 // extendWait adds a GIL wait to the Python wait it follows on its thread:
 // the wait lasted until the thread could run Python code again, as the
@@ -221,16 +223,23 @@ func (c *Correlator) Add(e *events.Event) []Step {
 	case events.KindPyGIL:
 		c.extendWait(e)
 		return nil
-	case events.KindCall, events.KindPyWait:
+	case events.KindPool:
+		c.pools.add(e)
+		return nil
+	case events.KindCall, events.KindPyWait, events.KindWrite:
 	default:
 		return nil
 	}
 	it := item{ev: *e}
 	a := e.Desc()
 	switch up, user := c.cfg.User[e.API]; {
+	case e.Kind == events.KindWrite:
+		// Only marks where a loop's logging ends (builder.measureWaits).
 	case e.Kind == events.KindPyWait:
-		it.wait, it.what = classifyWait(e)
+		var queue uint64
+		it.wait, it.what, queue = classifyWait(e)
 		it.isWait = true
+		c.pools.noteWait(e.TID, it.wait, queue)
 		c.sum.addWait(e, it.wait, it.what)
 	case user:
 		it.role = up.Role
@@ -400,6 +409,7 @@ func (c *Correlator) emit(steps []Step) []Step {
 			s.InferEngines = max(1, c.activeEngines(s.EndNS))
 			s.InferCapacity = float64(s.InferEngines) / s.InferBatchTime
 		}
+		c.pools.measure(&steps[i])
 		c.sum.addStep(&steps[i])
 	}
 	return steps

@@ -59,6 +59,17 @@ func (th *thread) elapsed(t testing.TB, ms float32, start, end uint64) {
 	e.Out = uint64(math.Float32bits(ms))
 }
 
+// timedCompute is spec_pipeline's measured compute: the begin event
+// recorded, 40 launches, the end event, loss.item() and the elapsed read.
+func (th *thread) timedCompute(t testing.TB) {
+	th.call(t, "cudaEventRecordWithFlags", 3*us, 0xe1, 0x55)
+	th.launch(40, 8*us)
+	th.call(t, "cudaEventRecordWithFlags", 3*us, 0xe2, 0x55)
+	th.call(t, "cudaMemcpyAsync", 10*us, 0xc000, 0xd000, 4, 2, 0x55)
+	th.call(t, "cudaStreamSynchronize", 4*ms, 0x55)
+	th.elapsed(t, 4.3, 0xe1, 0xe2)
+}
+
 // merge interleaves threads' events in return-time order, as the reader does.
 func merge(ths ...*thread) []events.Event {
 	var all []events.Event
@@ -81,6 +92,21 @@ func run(t testing.TB, cfg Config, evs []events.Event) (*Correlator, []Step) {
 	}
 	steps = append(steps, c.Finish()...)
 	return c, steps
+}
+
+// runPython is run for a job whose Python waits are probed.
+func runPython(t testing.TB, evs []events.Event) (*Correlator, []Step) {
+	t.Helper()
+	c, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ObserveWaits()
+	var steps []Step
+	for i := range evs {
+		steps = append(steps, c.Add(&evs[i])...)
+	}
+	return c, append(steps, c.Finish()...)
 }
 
 const (

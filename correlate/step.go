@@ -68,6 +68,12 @@ type Step struct {
 	InferBatchTime  float64 `json:"infer_batch_time,omitempty"`
 	InferCapacity   float64 `json:"infer_capacity,omitempty"`
 
+	// Pool is the sample pool's length at the step's end (the queue the
+	// step thread gets from, or engines put into; pools.go).
+	Pool         int    `json:"pool"`
+	PoolKind     string `json:"pool_kind,omitempty"`
+	PoolMeasured bool   `json:"-"`
+
 	// With the batch size known (--batch-size): samples a second the step
 	// could train if data were always there, and the samples a second it
 	// did (the seed's T and thru).

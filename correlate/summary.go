@@ -61,6 +61,12 @@ type Summary struct {
 	FetchTime     Dist
 	TrainCapacity Dist
 	InferCapacity Dist
+	Pool          Dist   // the sample pool's length at the steps' ends
+	PoolKind      string // the pool's kind ("queue.Queue", ...)
+	// DispatchOn is what the steps' dispatch waits waited in the most
+	// (their waited_on, weighted by the wait): the training loop's own
+	// waits, not a sleep before training began.
+	DispatchOn    string
 	Waits         []WaitTotal // longest first
 	Engines       []Engine    // inference engine threads, by PID and TID
 	Anchor        *Anchor
@@ -91,6 +97,9 @@ type summaryAcc struct {
 	fetchT      []float64
 	trainCap    []float64
 	inferCap    []float64
+	pool        []float64
+	poolKind    string
+	dispatchOn  map[string]float64
 	dispatch    []float64
 	dataT       []float64
 	threads     map[uint64]*ThreadTotals
@@ -198,6 +207,16 @@ func (s *summaryAcc) addStep(st *Step) {
 	if st.InferCapacity > 0 {
 		s.inferCap = append(s.inferCap, st.InferCapacity)
 	}
+	if st.DispatchWait > 0 && st.WaitedOn != "" {
+		if s.dispatchOn == nil {
+			s.dispatchOn = map[string]float64{}
+		}
+		s.dispatchOn[st.WaitedOn] += st.DispatchWait
+	}
+	if st.PoolMeasured {
+		s.pool = append(s.pool, float64(st.Pool))
+		s.poolKind = st.PoolKind
+	}
 	if st.ComputeSource != ComputeNone {
 		s.computeT = append(s.computeT, st.ComputeTime)
 	}
@@ -221,6 +240,13 @@ func (c *Correlator) Summary() Summary {
 	}
 	out.WallTime, out.DispatchWait, out.DataTime = dist(s.wallT), dist(s.dispatch), dist(s.dataT)
 	out.FetchTime, out.TrainCapacity, out.InferCapacity = dist(s.fetchT), dist(s.trainCap), dist(s.inferCap)
+	out.Pool, out.PoolKind = dist(s.pool), s.poolKind
+	most := 0.0
+	for what, d := range s.dispatchOn {
+		if d > most || d == most && what < out.DispatchOn {
+			out.DispatchOn, most = what, d
+		}
+	}
 	out.Engines = c.Engines()
 	for _, u := range s.user {
 		out.User = append(out.User, *u)

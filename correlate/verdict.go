@@ -52,6 +52,9 @@ func Diagnose(s Summary) Verdict {
 		v.Evidence = append(v.Evidence, fmt.Sprintf("dispatch_wait median %s, %.0f%% of a step's %s%s",
 			msText(s.DispatchWait.P50), 100*share, msText(wall), where))
 	}
+	if s.Pool.N > 0 {
+		v.Evidence = append(v.Evidence, poolText(s))
+	}
 	capsKnown := s.InferCapacity.N > 0 && s.TrainCapacity.N > 0
 	if capsKnown {
 		i, t := s.InferCapacity.P50, s.TrainCapacity.P50
@@ -127,7 +130,25 @@ func training(v *Verdict, s Summary) {
 	}
 }
 
+// poolText reads the pool's length at step ends the seed's way: a pool
+// that stays stocked says samples wait for training, an empty one that
+// training waits for samples.
+func poolText(s Summary) string {
+	p := s.Pool
+	what := fmt.Sprintf("pool (%s) median %.0f at step ends (p10 %.0f, p90 %.0f)", s.PoolKind, p.P50, p.P10, p.P90)
+	switch {
+	case p.P10 > 0:
+		return what + ": never ran dry, samples wait for training"
+	case p.P50 == 0:
+		return what + ": empty at most step ends, training takes samples as they come"
+	}
+	return what
+}
+
 func waitedOn(s Summary) string {
+	if s.DispatchOn != "" {
+		return ", waiting in " + s.DispatchOn
+	}
 	if s.Anchor == nil {
 		return ""
 	}

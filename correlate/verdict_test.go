@@ -43,3 +43,20 @@ func TestDiagnose(t *testing.T) {
 		t.Errorf("evidence %q", v.Evidence)
 	}
 }
+
+// TestDispatchOnIsTheLoopsWait: the verdict names what the steps waited
+// in, not the thread's longest wait overall (a sleep before training).
+func TestDispatchOnIsTheLoopsWait(t *testing.T) {
+	c, _ := New(Config{})
+	c.sum.waits[waitKey{pid: 1, tid: 2, what: "time.sleep in train.py:<module>"}] =
+		&WaitTotal{PID: 1, TID: 2, Kind: WaitDispatch, What: "time.sleep in train.py:<module>", Count: 1, Seconds: 4}
+	for range 10 {
+		c.sum.addStep(&Step{TID: 2, WallTime: 0.01, StepTime: 0.006, DispatchWait: 0.004, WaitedOn: "queue.Queue.get", WaitsObserved: true})
+	}
+	s := c.Summary()
+	s.Anchor = &Anchor{PID: 1, TID: 2}
+	v := Diagnose(s)
+	if got := strings.Join(v.Evidence, "; "); !strings.Contains(got, "waiting in queue.Queue.get") {
+		t.Errorf("evidence %q: want the steps' queue.Queue.get", got)
+	}
+}

@@ -28,8 +28,9 @@ const (
 func (k WaitKind) String() string { return [...]string{"dispatch", "data", "lock", "io", "full"}[k] }
 
 // classifyWait names what a Python wait event waited for: sleeps by the
-// libc function they blocked in, the rest by their frames.
-func classifyWait(e *events.Event) (WaitKind, string) {
+// libc function they blocked in, the rest by their frames. For a queue's
+// get or put it also returns the queue object's address (0 if unknown).
+func classifyWait(e *events.Event) (WaitKind, string, uint64) {
 	sleep := e.Name == "clock_nanosleep" || e.Name == "nanosleep" ||
 		(e.Name == "select" || e.Name == "pselect") && e.Args[0] == 0
 	if sleep {
@@ -41,49 +42,52 @@ func classifyWait(e *events.Event) (WaitKind, string) {
 		}
 		for _, f := range e.Frames {
 			if strings.Contains(f.File, "torch/utils/data/") {
-				return WaitData, "time.sleep" + where
+				return WaitData, "time.sleep" + where, 0
 			}
 		}
-		return WaitDispatch, "time.sleep" + where
+		return WaitDispatch, "time.sleep" + where, 0
 	}
-	kind, what := classify(e.Frames)
-	if kind == WaitLock && (e.Name == "poll" || e.Name == "ppoll" || e.Name == "select" || e.Name == "pselect") {
+	kind, what, queue := classify(e.Frames)
+	if kind == WaitLock && (e.Name == "poll" || e.Name == "ppoll" || e.Name == "select" || e.Name == "pselect" || e.Name == "read") {
 		kind, what = WaitIO, e.Name+strings.TrimPrefix(what, "lock")
 	}
-	return kind, what
+	return kind, what, queue
 }
 
 // classify reads a wait's frames, innermost first, and names what waited:
 // the blocking call ("queue.Queue.get") and the first caller outside the
 // standard library's synchronisation code.
-func classify(frames []events.PyFrame) (WaitKind, string) {
+func classify(frames []events.PyFrame) (WaitKind, string, uint64) {
 	for _, f := range frames {
 		if strings.Contains(f.File, "torch/utils/data/") {
-			return WaitData, "DataLoader (" + shortFunc(f) + ")"
+			return WaitData, "DataLoader (" + shortFunc(f) + ")", 0
 		}
 	}
 	// The outermost known call is the one that says the most: a
 	// multiprocessing queue's get waits in its connection's wait.
-	call, kind := "", WaitDispatch
+	call, kind, queue := "", WaitDispatch, uint64(0)
 	for _, f := range frames {
 		if c, k, ok := blockingCall(f); ok {
-			call, kind = c, k
+			call, kind, queue = c, k, 0
+			if strings.Contains(c, "Queue.") {
+				queue = f.Self
+			}
 		}
 	}
 	if call != "" {
-		return kind, call
+		return kind, call, queue
 	}
 	// Waiting on a threading primitive (an event, a condition, a join) is
 	// waiting for another thread's work too.
 	for _, f := range frames {
 		if path.Base(f.File) == "threading.py" {
-			return WaitDispatch, "threading." + f.Func
+			return WaitDispatch, "threading." + f.Func, 0
 		}
 	}
 	if len(frames) > 0 {
-		return WaitLock, "lock in " + shortFunc(frames[0])
+		return WaitLock, "lock in " + shortFunc(frames[0]), 0
 	}
-	return WaitLock, "lock"
+	return WaitLock, "lock", 0
 }
 
 // blockingCall recognises the library functions a thread waits in for

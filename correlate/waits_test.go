@@ -30,7 +30,7 @@ func TestClassifyWaits(t *testing.T) {
 		{fr("Store.take", "spec_pipeline.py"), WaitLock, "lock in spec_pipeline.py:Store.take"},
 		{nil, WaitLock, "lock"},
 	} {
-		kind, what := classify(tc.frames)
+		kind, what, _ := classify(tc.frames)
 		if kind != tc.kind || what != tc.what {
 			t.Errorf("classify(%v) = %s %q, want %s %q", tc.frames, kind, what, tc.kind, tc.what)
 		}
@@ -51,7 +51,7 @@ func TestClassifySleeps(t *testing.T) {
 	} {
 		e := &events.Event{Kind: events.KindPyWait, Name: tc.name, Frames: caller}
 		e.Args[0] = tc.arg0
-		if kind, what := classifyWait(e); kind != tc.kind || what != tc.what {
+		if kind, what, _ := classifyWait(e); kind != tc.kind || what != tc.what {
 			t.Errorf("%s(%d): %s %q, want %s %q", tc.name, tc.arg0, kind, what, tc.kind, tc.what)
 		}
 	}

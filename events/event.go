@@ -26,12 +26,23 @@ const (
 	// KindPyGIL is a thread, right after a Python wait, waiting from Start
 	// to End to take the GIL back: the tail of that wait.
 	KindPyGIL Kind = 7
+	// KindPool is the length of a sample pool (a Python queue the job's
+	// threads wait on) in process PID at End, read from the process's
+	// memory: Args[0] items, Args[1] the queue object's address, Name its
+	// kind ("queue.Queue", "multiprocessing.Queue").
+	KindPool Kind = 8
+	// KindWrite is a write(2) call by a thread of a Python process, at its
+	// entry (Start = End); Args[0] is the descriptor.
+	KindWrite Kind = 9
 )
 
-// PyFrame is one Python frame: the function's qualified name and file.
+// PyFrame is one Python frame: the function's qualified name and file,
+// and the address of its first local (a method's self: the queue object a
+// get or put waits on, which the pool sampler reads).
 type PyFrame struct {
 	Func string `json:"func"`
 	File string `json:"file"`
+	Self uint64 `json:"self,omitempty"`
 }
 
 // Event is one observation from the target. Times are CLOCK_MONOTONIC
@@ -54,6 +65,9 @@ type Event struct {
 	Args [5]uint64 // the first five integer arguments at entry
 	Ret  uint64    // the return value (a CUresult / cudaError_t)
 	Out  uint64    // a value read through an output pointer at return
+	// Pool is, for a call of the step thread once its sample pool is known,
+	// the pool's length + 1 as the call returned; 0: not read.
+	Pool uint32
 
 	Name string // kernel name, for KindKernelName
 

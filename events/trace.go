@@ -47,12 +47,14 @@ type traceLine struct {
 	Args          [5]uint64 `json:"a"`
 	Ret           uint64    `json:"r,omitempty"`
 	Out           uint64    `json:"o,omitempty"`
+	Pool          uint32    `json:"p,omitempty"`
 	Name          string    `json:"n,omitempty"`
 	Frames        []PyFrame `json:"f,omitempty"`
 }
 
 var kindNames = map[Kind]string{KindCall: "call", KindKernelName: "kernel_name", KindLibLoad: "lib_load",
-	KindLaunchProbes: "launch_probes", KindPyWait: "py_wait", KindPyAttached: "py_attached", KindPyGIL: "py_gil"}
+	KindLaunchProbes: "launch_probes", KindPyWait: "py_wait", KindPyAttached: "py_attached", KindPyGIL: "py_gil",
+	KindPool: "pool", KindWrite: "write"}
 
 // TraceWriter writes events to a trace file.
 type TraceWriter struct {
@@ -88,7 +90,7 @@ func CreateTrace(path string, h TraceHeader) (*TraceWriter, error) {
 func (w *TraceWriter) Write(e *Event) error {
 	l := traceLine{Kind: kindNames[e.Kind], PID: e.PID, TID: e.TID, Start: e.Start, End: e.End,
 		Launches: e.Launches, GraphLaunches: e.GraphLaunches, LaunchFirst: e.LaunchFirst,
-		LaunchLast: e.LaunchLast, Args: e.Args, Ret: e.Ret, Out: e.Out, Name: e.Name, Frames: e.Frames}
+		LaunchLast: e.LaunchLast, Args: e.Args, Ret: e.Ret, Out: e.Out, Pool: e.Pool, Name: e.Name, Frames: e.Frames}
 	if a, ok := cudaapi.ByID(e.API); ok {
 		l.API = a.Name
 	} else if e.API >= cudaapi.UserBase {
@@ -143,7 +145,7 @@ func ReadTrace(path string) (TraceHeader, []Event, int, error) {
 		}
 		e := Event{Kind: kinds[l.Kind], PID: l.PID, TID: l.TID, Start: l.Start, End: l.End,
 			Launches: l.Launches, GraphLaunches: l.GraphLaunches, LaunchFirst: l.LaunchFirst,
-			LaunchLast: l.LaunchLast, Args: l.Args, Ret: l.Ret, Out: l.Out, Name: l.Name, Frames: l.Frames}
+			LaunchLast: l.LaunchLast, Args: l.Args, Ret: l.Ret, Out: l.Out, Pool: l.Pool, Name: l.Name, Frames: l.Frames}
 		if n, ok := strings.CutPrefix(l.API, "user:"); ok {
 			i, err := strconv.Atoi(n)
 			if err != nil || i < 0 || i >= len(h.UserProbes) {

@@ -20,7 +20,7 @@ func decodeRecord(raw []byte, ev *events.Event) error {
 		return fmt.Errorf("decode record: empty")
 	}
 	switch raw[0] {
-	case bpf.KindCall, bpf.KindLibLoad, bpf.KindPyGIL:
+	case bpf.KindCall, bpf.KindLibLoad, bpf.KindPyGIL, bpf.KindWrite:
 		if len(raw) < callSize {
 			return fmt.Errorf("decode record: %d bytes, want %d", len(raw), callSize)
 		}
@@ -29,12 +29,16 @@ func decodeRecord(raw []byte, ev *events.Event) error {
 			return fmt.Errorf("decode record: %w", err)
 		}
 		kind := events.Kind(r.Kind)
-		if r.Kind == bpf.KindPyGIL {
+		switch r.Kind {
+		case bpf.KindPyGIL:
 			kind = events.KindPyGIL
+		case bpf.KindWrite:
+			kind = events.KindWrite
 		}
 		*ev = events.Event{Kind: kind, API: r.Api, PID: r.Pid, TID: r.Tid,
 			Start: r.StartNs, End: r.EndNs, Launches: r.Launches, GraphLaunches: r.GraphLaunches,
-			LaunchFirst: r.LaunchFirstNs, LaunchLast: r.LaunchLastNs, Args: r.Args, Ret: r.Ret, Out: r.Out}
+			LaunchFirst: r.LaunchFirstNs, LaunchLast: r.LaunchLastNs, Args: r.Args, Ret: r.Ret, Out: r.Out,
+			Pool: r.Pool}
 	case bpf.KindKernelName:
 		if len(raw) < nameSize {
 			return fmt.Errorf("decode record: %d bytes, want %d", len(raw), nameSize)
@@ -58,7 +62,8 @@ func decodeRecord(raw []byte, ev *events.Event) error {
 			Name: WaitFunc(r.Wait)}
 		ev.Args[0] = r.Arg0
 		for i := 0; i < int(r.Nframes) && i < len(r.Frames); i++ {
-			ev.Frames = append(ev.Frames, events.PyFrame{Func: cString(r.Frames[i].Func[:]), File: cString(r.Frames[i].File[:])})
+			ev.Frames = append(ev.Frames, events.PyFrame{Func: cString(r.Frames[i].Func[:]), File: cString(r.Frames[i].File[:]),
+				Self: r.Frames[i].Self})
 		}
 	default:
 		return fmt.Errorf("decode record: unknown kind %d", raw[0])

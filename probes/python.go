@@ -38,20 +38,21 @@ type pyLayout struct {
 	InterpMain, ThreadsHead, TstateNext, TstateID, TstateFrame uint32
 	CFrameCurrent                                              int32 // -1: tstate's field is the frame
 	FrameCode, FramePrevious                                   uint32
-	FrameOwner                                                 int32 // -1: no owner field
+	FrameOwner                                                 int32  // -1: no owner field
+	FrameLocals                                                uint32 // the arguments: a method's self first
 	CodeName, CodeFilename, UnicodeData                        uint32
 	IDIsPthread                                                bool // 3.10 keeps pthread_self(), not the TID
 }
 
 var pyLayouts = map[int]pyLayout{
 	10: {InterpMain: 40, ThreadsHead: 8, TstateNext: 8, TstateID: 176, IDIsPthread: true, TstateFrame: 24, CFrameCurrent: -1,
-		FrameCode: 32, FramePrevious: 24, FrameOwner: -1, CodeName: 112, CodeFilename: 104, UnicodeData: 48},
+		FrameCode: 32, FramePrevious: 24, FrameOwner: -1, FrameLocals: 352, CodeName: 112, CodeFilename: 104, UnicodeData: 48},
 	11: {InterpMain: 48, ThreadsHead: 16, TstateNext: 8, TstateID: 160, TstateFrame: 56, CFrameCurrent: 8,
-		FrameCode: 32, FramePrevious: 48, FrameOwner: 69, CodeName: 128, CodeFilename: 112, UnicodeData: 48},
+		FrameCode: 32, FramePrevious: 48, FrameOwner: 69, FrameLocals: 72, CodeName: 128, CodeFilename: 112, UnicodeData: 48},
 	12: {InterpMain: 48, ThreadsHead: 72, TstateNext: 8, TstateID: 144, TstateFrame: 56, CFrameCurrent: 0,
-		FrameCode: 0, FramePrevious: 8, FrameOwner: 70, CodeName: 128, CodeFilename: 112, UnicodeData: 40},
+		FrameCode: 0, FramePrevious: 8, FrameOwner: 70, FrameLocals: 72, CodeName: 128, CodeFilename: 112, UnicodeData: 40},
 	13: {InterpMain: 640, ThreadsHead: 7344, TstateNext: 8, TstateID: 160, TstateFrame: 72, CFrameCurrent: -1,
-		FrameCode: 0, FramePrevious: 8, FrameOwner: 70, CodeName: 128, CodeFilename: 112, UnicodeData: 40},
+		FrameCode: 0, FramePrevious: 8, FrameOwner: 70, FrameLocals: 72, CodeName: 128, CodeFilename: 112, UnicodeData: 40},
 }
 
 // PythonPlan is a CPython interpreter found in a process.
@@ -72,8 +73,14 @@ var (
 		// reading its workers' results) wait in select.poll or select.select
 		"poll", "ppoll", "select", "pselect",
 		// time.sleep (3.10 sleeps in select with no descriptors)
-		"clock_nanosleep", "nanosleep"}
+		"clock_nanosleep", "nanosleep",
+		// a multiprocessing queue's get with no timeout blocks reading
+		// its pipe (read does not take the GIL, so any read is timed; one
+		// that returned within PyMinWait costs the probe and no event)
+		"read"}
 	condWaits = []string{"pthread_cond_timedwait", "pthread_cond_wait", "pthread_cond_clockwait"}
+	// writes mark where a loop's logging of a step ends (bpf io_write).
+	writes = []string{"write"}
 )
 
 // WaitFunc names which libc function a Python wait blocked in.
@@ -89,6 +96,7 @@ type SemaphorePlan struct {
 	File   MappedFile
 	Probes []Probe // semaphore waits; API left zero: not CUDA entry points
 	GIL    []Probe // condition waits, probed to time taking the GIL back
+	Writes []Probe // write(2), entry only
 }
 
 // IsLibc says whether a mapped file is the C library.
@@ -100,7 +108,7 @@ func IsLibc(base string) bool {
 func PlanSemaphores(f MappedFile) (SemaphorePlan, error) {
 	sp := SemaphorePlan{File: f}
 	syms, err := ReadSymbols(f.HostPath, func(n string) bool {
-		return slices.Contains(semWaits, n) || slices.Contains(condWaits, n)
+		return slices.Contains(semWaits, n) || slices.Contains(condWaits, n) || slices.Contains(writes, n)
 	})
 	if err != nil {
 		return sp, err
@@ -119,7 +127,7 @@ func PlanSemaphores(f MappedFile) (SemaphorePlan, error) {
 		}
 		return out
 	}
-	sp.Probes, sp.GIL = pick(semWaits), pick(condWaits)
+	sp.Probes, sp.GIL, sp.Writes = pick(semWaits), pick(condWaits), pick(writes)
 	if len(sp.Probes) == 0 {
 		return sp, fmt.Errorf("%s defines none of %v", f.Path, semWaits)
 	}
@@ -160,7 +168,7 @@ func (p *PythonPlan) layout() bpf.PyLayout {
 	out := bpf.PyLayout{Runtime: p.Runtime, InterpMain: l.InterpMain, ThreadsHead: l.ThreadsHead, TstateNext: l.TstateNext,
 		TstateId: l.TstateID, TstateFrame: l.TstateFrame, CframeCurrent: l.CFrameCurrent, FrameCode: l.FrameCode,
 		FramePrevious: l.FramePrevious, FrameOwner: l.FrameOwner, CodeName: l.CodeName, CodeFilename: l.CodeFilename,
-		UnicodeData: l.UnicodeData}
+		UnicodeData: l.UnicodeData, FrameLocals: l.FrameLocals}
 	if l.IDIsPthread {
 		out.IdIsPthread = 1
 	}
@@ -239,7 +247,8 @@ func attachPython(objs *bpf.Objects, p *PythonPlan, sems SemaphorePlan) ([]link.
 		probes     []Probe
 		entry, ret *ebpf.Program
 		what       string
-	}{{sems.Probes, objs.PyLockEntry, objs.PyLockReturn, "semaphore wait"}, {sems.GIL, objs.GilEntry, objs.GilReturn, "GIL wait"}} {
+	}{{sems.Probes, objs.PyLockEntry, objs.PyLockReturn, "semaphore wait"}, {sems.GIL, objs.GilEntry, objs.GilReturn, "GIL wait"},
+		{sems.Writes, objs.IoWrite, nil, "write"}} {
 		if len(set.probes) == 0 {
 			continue
 		}
@@ -255,6 +264,9 @@ func attachPython(objs *bpf.Objects, p *PythonPlan, sems SemaphorePlan) ([]link.
 			return nil, fmt.Errorf("attach %s probes in %s: %w", set.what, sems.File.Path, err)
 		}
 		links = append(links, entry)
+		if set.ret == nil {
+			continue
+		}
 		ret, err := ex.UretprobeMulti(nil, set.ret, opts)
 		if err != nil {
 			closeLinks(links)

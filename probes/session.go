@@ -27,6 +27,8 @@ type Config struct {
 	// PyMinWait: Python lock waits shorter than this are not reported (an
 	// uncontended handoff is no wait worth a frame walk).
 	PyMinWait time.Duration
+	// PoolInterval is how often the sample pools found are read (pool.go).
+	PoolInterval time.Duration
 	Options
 	Log *slog.Logger
 }
@@ -34,7 +36,8 @@ type Config struct {
 // DefaultConfig is what gpuprof attach uses.
 func DefaultConfig() Config {
 	return Config{ProcRoot: "/proc", Poll: 20 * time.Millisecond, Rescan: time.Second, PyMinWait: 50 * time.Microsecond,
-		Options: Options{Launches: true}, Log: slog.Default()}
+		PoolInterval: 10 * time.Millisecond,
+		Options:      Options{Launches: true}, Log: slog.Default()}
 }
 
 // Session holds the loaded BPF objects and everything attached to targets.
@@ -49,7 +52,8 @@ type Session struct {
 	closed       bool
 	sampler      launchSampler
 	lastChildren time.Time
-	marks        []events.Event // launch-probe markers for the next batch
+	marks        []events.Event // launch-probe markers and pool readings for the next batch
+	pools        *poolWatch
 }
 
 type target struct {
@@ -101,7 +105,16 @@ func Open(cfg Config) (*Session, error) {
 		objs.Close()
 		return nil, fmt.Errorf("open ring buffer: %w", err)
 	}
-	return &Session{cfg: cfg, objs: objs, reader: rd, targets: map[int]*target{}}, nil
+	sess := &Session{cfg: cfg, objs: objs, reader: rd, targets: map[int]*target{}}
+	if !cfg.NoPython {
+		sess.pools = newPoolWatch(func(tid uint32, addr uint64, max uint32) error {
+			if addr == 0 {
+				return objs.Pools.Delete(tid)
+			}
+			return objs.Pools.Put(tid, bpf.PoolWord{Addr: addr, Max: max})
+		})
+	}
+	return sess, nil
 }
 
 // Objects exposes the loaded programs (for benchmarks).
@@ -340,6 +353,15 @@ var ErrTargetsExited = errors.New("every target process exited")
 func (s *Session) Run(ctx context.Context, sink Sink) error {
 	var rec ringbuf.Record
 	var batch []events.Event
+	if s.pools != nil && s.cfg.PoolInterval > 0 {
+		poolCtx, stop := context.WithCancel(ctx)
+		defer stop()
+		go s.pools.run(poolCtx, s.cfg.PoolInterval, func(evs []events.Event) {
+			s.mu.Lock()
+			s.marks = append(s.marks, evs...)
+			s.mu.Unlock()
+		})
+	}
 	for {
 		batch = batch[:0]
 		rescan := false
@@ -358,6 +380,9 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 				continue
 			}
 			batch = append(batch, ev)
+			if ev.Kind == events.KindPyWait && s.pools != nil {
+				s.pools.note(&ev, s.pythonMinor(int(ev.PID)))
+			}
 			if ev.Kind == events.KindLibLoad {
 				// Attach to the new library now, not at the end of the poll
 				// interval: the process is running on into it.
@@ -393,6 +418,25 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 			return nil
 		}
 	}
+}
+
+// SetStepThread says which thread of a target runs its training loop: its
+// sample pool's length is then read at each of its CUDA call returns
+// (Event.Pool).
+func (s *Session) SetStepThread(pid int, tid uint32) {
+	if s.pools != nil {
+		s.pools.setStepThread(pid, tid)
+	}
+}
+
+// pythonMinor is the CPython minor version of a target, 0 if unknown.
+func (s *Session) pythonMinor(pid int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t := s.targets[pid]; t != nil && t.python != nil {
+		return t.python.Minor
+	}
+	return 0
 }
 
 func (s *Session) rescan(force bool) []LibraryPlan {

@@ -30,6 +30,8 @@ type stepRecord struct {
 	GILWait      *float64 `json:"gil_wait,omitempty"`
 	IOWait       *float64 `json:"io_wait,omitempty"`
 	DataTime     *float64 `json:"data_time,omitempty"`
+	// pool is absent where no pool was read.
+	Pool *int `json:"pool,omitempty"`
 }
 
 // JSONL writes one JSON object per step.
@@ -65,6 +67,9 @@ func (j *JSONL) Write(s correlate.Step) error {
 	}
 	if s.DataMeasured {
 		r.DataTime = &s.DataTime
+	}
+	if s.PoolMeasured {
+		r.Pool = &s.Pool
 	}
 	if err := j.enc.Encode(r); err != nil {
 		return fmt.Errorf("write step: %w", err)

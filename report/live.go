@@ -55,6 +55,9 @@ func Line(s correlate.Step, rate float64) string {
 	if s.InferCapacity > 0 {
 		fmt.Fprintf(&b, " I=%.1f/s", s.InferCapacity)
 	}
+	if s.PoolMeasured {
+		fmt.Fprintf(&b, " pool=%d", s.Pool)
+	}
 	b.WriteString(" |")
 	if s.LaunchesCounted {
 		fmt.Fprintf(&b, " %d launches", s.Launches+s.GraphLaunches)

@@ -66,6 +66,9 @@ func WriteSummary(w io.Writer, s Summary) {
 		perSec := func(x float64) string { return fmt.Sprintf("%.1f/s", x) }
 		row("train_capacity", r.TrainCapacity, perSec)
 		row("infer_capacity", r.InferCapacity, perSec)
+		if r.Pool.N > 0 {
+			row("pool ("+r.PoolKind+")", r.Pool, count)
+		}
 		row("launches/step", r.Launches, count)
 		row("h2d/step", r.H2DBytes, bytes)
 		row("d2h/step", r.D2HBytes, bytes)

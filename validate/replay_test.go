@@ -96,11 +96,17 @@ func checkSteps(t *testing.T, truth []validate.Row, steps []correlate.Step) {
 			Fields: map[string]float64{"step_time": s.StepTime, "compute_time": s.ComputeTime, "dispatch_wait": s.DispatchWait,
 				"thru": s.Thru, "train_capacity": s.TrainCapacity, "infer_batch_time": s.InferBatchTime,
 				"infer_capacity": s.InferCapacity}}
+		if s.DataMeasured {
+			ours[i].Fields["data_time"] = s.DataTime
+		}
+		if s.PoolMeasured {
+			ours[i].Fields["pool"] = float64(s.Pool)
+		}
 		if s.LaunchesCounted {
 			counted++
 		}
 	}
-	required := []string{"period", "compute_time", "thru", "infer_batch_time", "infer_capacity"}
+	required := []string{"period", "compute_time", "thru", "infer_batch_time", "infer_capacity", "data_time", "pool"}
 	wait, _ := validate.Median(truth, "dispatch_wait", 5)
 	stepTime, _ := validate.Median(truth, "step_time", 5)
 	if wait <= 0.01*stepTime {

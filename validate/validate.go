@@ -147,6 +147,9 @@ type FieldResult struct {
 	RelErr      float64
 	Required    bool
 	Pass        bool
+	// ByFloor: passed only as a sliver of the step (off by less than tol
+	// of the period), not within tol of itself.
+	ByFloor bool
 }
 
 // Result is a whole comparison.
@@ -231,6 +234,7 @@ func Compare(truth, ours []Row, skip int, tol float64, required []string) Result
 		fr := FieldResult{Name: name, N: len(s[0]), Truth: median(s[0]), Ours: median(s[1]), Required: req[name]}
 		fr.RelErr = math.Abs(fr.Ours-fr.Truth) / math.Max(math.Abs(fr.Truth), 1e-12)
 		fr.Pass = fr.RelErr <= tol || (isSeconds(name) && math.Abs(fr.Ours-fr.Truth) <= floor)
+		fr.ByFloor = fr.Pass && fr.RelErr > tol
 		res.Fields = append(res.Fields, fr)
 		delete(req, name)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuprof/gpuprof/events"
 	"github.com/gpuprof/gpuprof/internal/testenv"
 	"github.com/gpuprof/gpuprof/validate"
 )
@@ -278,44 +279,81 @@ exec "$0" attach --pid "$1" --jsonl "$2"`
 
 // TestPythonPipelines attaches to testdata/python/pipeline.py (the shape of
 // the workloads' spec_pipeline.py, on the stand-in CUDA libraries) on every
-// CPython here, in an inference-bound and a data-bound mode, and holds
-// gpuprof's steps to the pipeline's own truth: one to one; compute time,
-// period and dispatch wait within 5% (a dispatch wait near zero within 5% of
-// the step); step and data time too where the loop does not wait for
-// samples, and the engines' infer_batch_time and infer_capacity where it
-// does. (Where it does, gpuprof's wait ends when the sample's lock is
-// taken, the truth's when queue.get returns, after the GIL is taken back:
-// see the README.)
+// CPython here, in an inference-bound and a data-bound mode, with engine
+// threads feeding a queue.Queue and with engine processes feeding a
+// multiprocessing.Queue, and holds gpuprof's steps to the pipeline's own
+// truth: one to one; compute time, period, dispatch wait, data time and the
+// pool's length within 5% (a time that is a sliver of the step, within 5% of
+// the period: where the loop waits for samples, its data phase is ~0.5 ms
+// and the Python between gpuprof's events and the truth's clock reads weighs
+// 15-40% of it); step time too where the loop does not wait for samples,
+// and the engine threads' infer_batch_time and infer_capacity where it does.
 func TestPythonPipelines(t *testing.T) {
 	testenv.RequireRoot(t)
 	verdicts := map[string]string{"infer": "bottleneck: inference", "data": "bottleneck: training: data loading",
 		"compute": "bottleneck: training: GPU compute"}
 	for name, python := range testenv.Pythons(t) {
-		modes := []string{"infer", "data"}
+		modes := []string{"infer", "data", "procs-infer", "procs-data"}
 		if name == "pyenv-3.12" {
 			modes = append(modes, "compute")
 		}
-		for _, mode := range modes {
-			t.Run(name+"/"+mode, func(t *testing.T) {
-				truth, steps, r := attachToPipeline(t, python, []string{"--mode", mode, "--steps", "150"})
-				if mode == "infer" && !strings.Contains(r.stdout, "queue.Queue.get") {
-					t.Errorf("no queue.Queue.get wait in the summary:\n%s", r.stdout)
+		for _, run := range modes {
+			mode, procs := strings.CutPrefix(run, "procs-")
+			t.Run(name+"/"+run, func(t *testing.T) {
+				args := []string{"--mode", mode, "--steps", "150"}
+				call := "queue.Queue.get"
+				if procs {
+					args, call = append(args, "--procs"), "multiprocessing.Queue.get"
+				}
+				trace := filepath.Join(t.TempDir(), "trace.jsonl.gz")
+				truth, steps, r := attachToPipeline(t, python, args, "--record", trace)
+				if mode == "infer" {
+					// The trainer waits to get samples, which names its
+					// pool before its steps are found; where it does not,
+					// the pool is polled until they are (~2 s, most of
+					// this short run).
+					checkPoolReadAtReturn(t, trace)
+				}
+				if mode == "infer" && !strings.Contains(r.stdout, call) {
+					t.Errorf("no %s wait in the summary:\n%s", call, r.stdout)
 				}
 				if !strings.Contains(r.stdout, verdicts[mode]) {
 					t.Errorf("verdict for the %s-bound run: want %q in\n%s", mode, verdicts[mode], r.stdout)
 				}
-				required := []string{"period", "compute_time", "dispatch_wait"}
-				if mode != "infer" {
-					required = append(required, "step_time", "data_time")
-				} else {
-					// The engines' iterations, found with no flag. (Where
-					// they do not pause, an iteration is ~0.6 ms and the
-					// Python around the truth's clock reads weighs ~10%.)
+				required := []string{"period", "compute_time", "dispatch_wait", "data_time", "pool"}
+				switch {
+				case mode != "infer":
+					required = append(required, "step_time")
+				case !procs:
+					// The engine threads' iterations, found with no flag.
+					// (Where they do not pause, an iteration is ~0.6 ms
+					// and the Python around the truth's clock reads weighs
+					// ~10%.) Engine processes make no CUDA calls here.
 					required = append(required, "infer_batch_time", "infer_capacity")
 				}
 				checkAgainstTruth(t, truth, steps, required...)
 			})
 		}
+	}
+}
+
+// checkPoolReadAtReturn checks that the BPF programs read the pool's length
+// as the step thread's calls returned (Event.Pool), rather than the steps
+// all falling back to polled readings.
+func checkPoolReadAtReturn(t *testing.T, trace string) {
+	t.Helper()
+	_, evs, _, err := events.ReadTrace(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := 0
+	for _, e := range evs {
+		if e.Pool != 0 {
+			read++
+		}
+	}
+	if read < 20 {
+		t.Errorf("%d events carry the pool's length read as they returned, want the step thread's calls to", read)
 	}
 }
 

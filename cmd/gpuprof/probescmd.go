@@ -93,4 +93,10 @@ func writeSemaphores(w io.Writer, sp probes.SemaphorePlan) {
 	for _, p := range sp.Probes {
 		fmt.Fprintf(w, "  %s\t%#x\t%s\tentry+return\n", p.Symbol.Name, p.Address(), p.Placement)
 	}
+	for _, p := range sp.GIL {
+		fmt.Fprintf(w, "  %s\t%#x\t%s\tentry+return, taking the GIL back after a wait\n", p.Symbol.Name, p.Address(), p.Placement)
+	}
+	for _, p := range sp.Writes {
+		fmt.Fprintf(w, "  %s\t%#x\t%s\tentry, every call: where a loop's logging of a step ends\n", p.Symbol.Name, p.Address(), p.Placement)
+	}
 }

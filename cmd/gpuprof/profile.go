@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
+	"github.com/gpuprof/gpuprof/bpf"
 	"github.com/gpuprof/gpuprof/correlate"
 	"github.com/gpuprof/gpuprof/cudaapi"
 	"github.com/gpuprof/gpuprof/events"
@@ -31,6 +32,9 @@ type profileFlags struct {
 	launchDuty float64
 	noCalls    bool
 	noPython   bool
+	poolEvery  time.Duration
+	probeStats bool
+	rescan     time.Duration
 	quiet      bool
 	preset     string
 	probeSpecs []string
@@ -52,11 +56,14 @@ func (f *profileFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.launchDuty, "launch-duty", 0.1, "once steps are found, count launches this fraction of the time (1 s of every 10 at 0.1); 1 counts every launch, at ~0.5-0.7 µs a launch")
 	fs.BoolVar(&f.noCalls, "no-calls", false, "do not probe CUDA calls (syncs, copies, events, memory); with --no-launches only the loader hook stays, for measuring gpuprof's own cost")
 	fs.BoolVar(&f.noPython, "no-python", false, "do not time Python lock waits (queue gets, events)")
+	fs.DurationVar(&f.rescan, "rescan-interval", probes.DefaultConfig().Rescan, "how often the targets' memory maps are re-read for new CUDA libraries, besides when the loader says one was opened")
+	fs.DurationVar(&f.poolEvery, "pool-interval", probes.DefaultConfig().PoolInterval, "how often the sample pool's length is polled from the job's memory (the step thread's calls read it too, as they return)")
 	fs.StringArrayVar(&f.probeSpecs, "probe", nil, "time a native function: ROLE=LIB:SYMBOL, ROLE one of dispatch, data, fetch, compute, infer, step; LIB part of the library's path; SYMBOL a C++ name or a symbol (repeat for several)")
 	fs.StringVar(&f.preset, "preset", "", "probes for a kind of job: "+presetNames())
 	fs.IntVar(&f.batchSize, "batch-size", 0, "samples a step trains on, for train_capacity and thru")
 	fs.BoolVar(&f.children, "children", false, "follow the targets' child processes too (ranks, DataLoader workers, engines)")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no live line")
+	fs.BoolVar(&f.probeStats, "probe-stats", false, "at the end, print how often each BPF program ran and for how long (turns on the kernel's BPF statistics while attached)")
 }
 
 func (f *profileFlags) correlateConfig() correlate.Config {
@@ -82,7 +89,15 @@ func openSession(f *profileFlags) (*probes.Session, error) {
 	if err := probes.CheckPrivileges(); err != nil {
 		return nil, err
 	}
+	if f.poolEvery <= 0 {
+		return nil, usageErr("--pool-interval %v: give a positive duration, e.g. 10ms", f.poolEvery)
+	}
 	cfg := probes.DefaultConfig()
+	cfg.PoolInterval = f.poolEvery
+	if f.rescan <= 0 {
+		return nil, usageErr("--rescan-interval %v: give a positive duration, e.g. 1s", f.rescan)
+	}
+	cfg.Rescan = f.rescan
 	cfg.Launches = !f.noLaunches
 	cfg.NoCalls = f.noCalls
 	cfg.NoPython = f.noPython
@@ -103,7 +118,8 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		return err
 	}
 	// Once steps are found, launches need counting only part of the time.
-	st.onAnchor = func(first bool, _ correlate.Anchor) {
+	st.onAnchor = func(first bool, a correlate.Anchor) {
+		sess.SetStepThread(int(a.PID), a.TID)
 		if first && f.launchDuty < 1 {
 			sess.SampleLaunches(launchPeriod, time.Duration(f.launchDuty*float64(launchPeriod)))
 		}
@@ -135,6 +151,14 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, f.duration)
 		defer cancel()
+	}
+	if f.probeStats {
+		stats, err := bpf.EnableStats()
+		if err != nil {
+			st.finish()
+			return err
+		}
+		defer stats.Close()
 	}
 	start := time.Now()
 	var traceErr error
@@ -169,7 +193,11 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		on := time.Duration(f.launchDuty * float64(launchPeriod))
 		sampling = fmt.Sprintf("%v in every %v once steps were found", on, launchPeriod)
 	}
-	writeSummaries(stdout, sess, st, time.Since(start), sampling)
+	attached := time.Since(start)
+	writeSummaries(stdout, sess, st, attached, sampling)
+	if f.probeStats {
+		writeProbeStats(stdout, sess.Objects().ProgramStats(), attached)
+	}
 	return errors.Join(runErr, outErr, traceErr)
 }
 
@@ -224,6 +252,17 @@ func writeSummaries(w io.Writer, sess *probes.Session, st *stepper, attached tim
 			s.Kernels = append(s.Kernels, report.Kernel{Name: name, Count: k.Count})
 		}
 		report.WriteSummary(w, s)
+	}
+}
+
+// writeProbeStats prints how often each program ran: the probe hits the
+// job paid for. The run time is the program's own; each hit also costs the
+// trap into the kernel (FACTS §2: ~1 µs for a uprobe, ~2 for a return probe).
+func writeProbeStats(w io.Writer, stats []bpf.ProgramStat, attached time.Duration) {
+	fmt.Fprintln(w, "\nBPF programs (--probe-stats): runs, runs a second, mean run time (the trap into the kernel not included)")
+	for _, s := range stats {
+		fmt.Fprintf(w, "  %-15s %10d %10.0f/s %8.0f ns\n", s.Name, s.Runs, float64(s.Runs)/attached.Seconds(),
+			float64(s.Runtime.Nanoseconds())/float64(s.Runs))
 	}
 }
 

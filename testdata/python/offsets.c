@@ -41,18 +41,21 @@ int main(void)
 	P("FrameCode", offsetof(_PyInterpreterFrame, f_executable));
 	P("FramePrevious", offsetof(_PyInterpreterFrame, previous));
 	P("FrameOwner", offsetof(_PyInterpreterFrame, owner));
+	P("FrameLocals", offsetof(_PyInterpreterFrame, localsplus));
 #elif PY_VERSION_HEX >= 0x030b0000
 	P("TstateFrame", offsetof(PyThreadState, cframe));
 	P("CFrameCurrent", offsetof(_PyCFrame, current_frame));
 	P("FrameCode", offsetof(_PyInterpreterFrame, f_code));
 	P("FramePrevious", offsetof(_PyInterpreterFrame, previous));
 	P("FrameOwner", offsetof(_PyInterpreterFrame, owner));
+	P("FrameLocals", offsetof(_PyInterpreterFrame, localsplus));
 #else
 	P("TstateFrame", offsetof(PyThreadState, frame));
 	P("CFrameCurrent", -1);
 	P("FrameCode", offsetof(PyFrameObject, f_code));
 	P("FramePrevious", offsetof(PyFrameObject, f_back));
 	P("FrameOwner", -1);
+	P("FrameLocals", offsetof(PyFrameObject, f_localsplus));
 #endif
 #if PY_VERSION_HEX >= 0x030b0000
 	P("CodeName", offsetof(PyCodeObject, co_qualname));

@@ -6,8 +6,13 @@ itself the way AngelSpec does. Writes the same ground truth as
 hold every field to it on any CPython, without a GPU.
 
   python3 pipeline.py LIBDIR --mode infer --steps 200 --truth truth.jsonl --start-delay 0.5
+
+With --procs the engines are processes that put their samples' keys into a
+multiprocessing.Queue (the trainer then makes the sample, as a store fetch
+would), and make no CUDA calls (they are forked, and the stand-in's GPU
+thread stays in the parent).
 """
-import argparse, ctypes, json, queue, threading, time
+import argparse, ctypes, json, multiprocessing, queue, threading, time
 
 p = argparse.ArgumentParser()
 p.add_argument("libdir")
@@ -19,12 +24,39 @@ p.add_argument("--truth", default="truth.jsonl")
 p.add_argument("--start-delay", type=float, default=0.0)
 p.add_argument("--native", help="directory of the Mooncake and Ray stand-ins: take samples with "
                "ray::core::CoreWorker::Get and fetch them with mooncake::RealClient::batch_get_into")
+p.add_argument("--procs", action="store_true", help="engine processes feeding a multiprocessing.Queue")
 args = p.parse_args()
 
 # engine pause (s), CPU copies per sample fetch, trainer kernels (0.1 ms each)
 engine_pause, fetch_copies, kernels = dict(
     infer=(0.02, 1, 30), data=(0.0, 24, 10), compute=(0.0, 1, 100), balanced=(0.004, 8, 30))[args.mode]
 SAMPLE = 1 << 20
+
+
+def run_engine_proc(idx, pool, go, done):
+    """An engine process: 0.6 ms of work, the pause, then a sample with its timing."""
+    pool.cancel_join_thread()  # exit without draining what the trainer did not take
+    go.wait()
+    n = 0
+    while not done.is_set():
+        t0 = time.monotonic_ns()
+        while time.monotonic_ns() < t0 + 600_000:
+            pass
+        time.sleep(engine_pause)
+        t1 = time.monotonic_ns()
+        try:
+            pool.put((t0, t1, idx, n), timeout=1)
+        except queue.Full:
+            pass
+        n += 1
+
+
+if args.procs:
+    ctx = multiprocessing.get_context("fork")
+    pool, go, done = ctx.Queue(maxsize=64), ctx.Event(), ctx.Event()
+    engines = [ctx.Process(target=run_engine_proc, args=(i, pool, go, done), daemon=True) for i in range(args.engines)]
+    for e in engines:
+        e.start()
 
 rt = ctypes.CDLL(args.libdir + "/libcudart.so.13")
 
@@ -69,7 +101,9 @@ class Store:
             return self._d.pop(k)
 
 
-store, pool, done = Store(), queue.Queue(maxsize=256), threading.Event()
+store = Store()
+if not args.procs:
+    pool, done = queue.Queue(maxsize=256), threading.Event()
 if args.native:
     ray = ctypes.CDLL(args.native + "/ray/_raylet.so")
     ray.standin_core_worker.restype = ctypes.c_void_p
@@ -122,6 +156,15 @@ fetch_ns = [0]
 
 
 def load_sample(key, i):
+    if args.procs:
+        t0, t1, idx, n = key
+        with gen_lock:
+            gen_times.append((t0, t1))
+        t = bytes([idx & 0xff, n & 0xff]) * (SAMPLE // 2)
+        for _ in range(fetch_copies - 1):
+            t = bytes(bytearray(t))
+        check(rt.cudaMemcpyAsync(dev_in.value + i * SAMPLE, t, SAMPLE, H2D, stream))
+        return
     if args.native:
         f0 = time.monotonic_ns()
         mc.standin_batch_get_into(client, 1, SAMPLE, fetched)
@@ -135,9 +178,12 @@ def load_sample(key, i):
 
 
 time.sleep(args.start_delay)
-engines = [threading.Thread(target=run_engine, args=(i,), daemon=True) for i in range(args.engines)]
-for e in engines:
-    e.start()
+if args.procs:
+    go.set()
+else:
+    engines = [threading.Thread(target=run_engine, args=(i,), daemon=True) for i in range(args.engines)]
+    for e in engines:
+        e.start()
 
 with open(args.truth, "w") as out:
     for step in range(args.steps):

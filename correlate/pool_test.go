@@ -1,0 +1,91 @@
+package correlate
+
+import (
+	"testing"
+
+	"github.com/gpuprof/gpuprof/events"
+)
+
+func poolEvent(addr uint64, at uint64, n int) *events.Event {
+	e := &events.Event{Kind: events.KindPool, Start: at, End: at, Name: "queue.Queue"}
+	e.Args[0], e.Args[1] = uint64(n), addr
+	return e
+}
+
+func TestClassifyQueueAddress(t *testing.T) {
+	get := []events.PyFrame{{Func: "Condition.wait", File: "threading.py", Self: 0x10},
+		{Func: "Queue.get", File: "/usr/lib/python3.12/queue.py", Self: 0xa0}, {Func: "<module>", File: "train.py", Self: 0x30}}
+	if k, what, q := classify(get); k != WaitDispatch || what != "queue.Queue.get" || q != 0xa0 {
+		t.Errorf("queue get: %s %q %#x, want the Queue.get frame's self 0xa0", k, what, q)
+	}
+	put := []events.PyFrame{{Func: "wait", File: "threading.py", Self: 0x10},
+		{Func: "put", File: "/x/lib/python3.10/multiprocessing/queues.py", Self: 0xb0}}
+	if k, _, q := classify(put); k != WaitFull || q != 0xb0 {
+		t.Errorf("multiprocessing put: %s %#x, want full 0xb0", k, q)
+	}
+	// A bare connection is no queue.
+	conn := []events.PyFrame{{Func: "Connection.recv", File: "/usr/lib/python3.12/multiprocessing/connection.py", Self: 0xc0}}
+	if _, _, q := classify(conn); q != 0 {
+		t.Errorf("connection recv: queue %#x, want none", q)
+	}
+}
+
+func TestPoolReadings(t *testing.T) {
+	p := newPools()
+	const trainer, engine = 7, 8
+	// Two queues: the step thread gets from 0xa0, engines put into 0xb0.
+	for i, n := range []int{3, 2, 5} {
+		p.add(poolEvent(0xa0, uint64(100+100*i), n))
+	}
+	p.add(poolEvent(0xb0, 150, 40))
+	p.noteWait(engine, WaitFull, 0xb0)
+
+	s := Step{TID: trainer, EndNS: 250}
+	p.measure(&s)
+	if !s.PoolMeasured || s.Pool != 40 {
+		t.Fatalf("no get seen yet: pool %d (measured %v), want the put queue's 40", s.Pool, s.PoolMeasured)
+	}
+	p.noteWait(trainer, WaitDispatch, 0xa0)
+	for _, tc := range []struct {
+		end  uint64
+		want int
+		ok   bool
+	}{{99, 0, false}, {100, 3, true}, {250, 2, true}, {300, 5, true}, {300 + poolStale + 1, 0, false}} {
+		s := Step{TID: trainer, EndNS: tc.end}
+		p.measure(&s)
+		if s.PoolMeasured != tc.ok || s.Pool != tc.want {
+			t.Errorf("step ending at %d: pool %d (measured %v), want %d (%v)", tc.end, s.Pool, s.PoolMeasured, tc.want, tc.ok)
+		}
+	}
+	// Readings are bounded.
+	for i := range 3 * poolKeep {
+		p.add(poolEvent(0xa0, uint64(1000+i), i))
+	}
+	if n := len(p.readings[0xa0]); n > poolKeep {
+		t.Errorf("%d readings kept, want at most %d", n, poolKeep)
+	}
+}
+
+// TestPoolReadAtReturn: where the step thread's calls carry the pool's
+// length as they returned, a step's pool is its last call's, not the
+// polled one.
+func TestPoolReadAtReturn(t *testing.T) {
+	tr := newThread(100, 101, 0)
+	for i := range 40 {
+		tr.idle(2 * ms)
+		tr.call(t, "cudaMemcpyAsync", 20*us, 0xa000, 0xb000, 4<<20, 1, 0x55)
+		tr.launch(20, 10*us)
+		e := tr.call(t, "cudaStreamSynchronize", 3*ms, 0x55)
+		e.Pool = uint32(i%3) + 1 // lengths 0, 1, 2 as the boundary returned
+	}
+	evs := append([]events.Event{*poolEvent(0xa0, 1, 99)}, tr.evs...)
+	_, steps := run(t, Config{}, evs)
+	if len(steps) != 39 {
+		t.Fatalf("%d steps", len(steps))
+	}
+	for i, s := range steps {
+		if want := (i + 1) % 3; !s.PoolMeasured || s.Pool != want || s.PoolKind != "queue.Queue" {
+			t.Errorf("step %d: pool %d (measured %v, %q), want %d from its last call", i, s.Pool, s.PoolMeasured, s.PoolKind, want)
+		}
+	}
+}

@@ -1,0 +1,232 @@
+package probes
+
+import (
+	"context"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpuprof/gpuprof/events"
+	"github.com/gpuprof/gpuprof/pymem"
+)
+
+// Sample pools: a Python wait in a queue's get or put carries the queue
+// object's address (the frame's self). The session then reads that
+// queue's length from the process's memory every PoolInterval
+// (process_vm_readv: the target is not stopped and runs no code for it)
+// and sends a KindPool event when the length changes, and every
+// poolResend otherwise. Once the step thread is known (SetStepThread),
+// the word its pool's length is kept in goes to the BPF programs, which
+// read it at each of that thread's CUDA call returns: a step's pool is
+// then its length as the step ended, not as last polled.
+
+const (
+	// poolResend re-sends an unchanged length, so a reader knows it is
+	// still current.
+	poolResend = 250 * time.Millisecond
+	// poolRecheck re-resolves a queue, so a queue freed and its memory
+	// reused is not read as one.
+	poolRecheck = time.Second
+)
+
+type poolKey struct {
+	pid  int
+	addr uint64
+}
+
+type watchedPool struct {
+	pool     *pymem.Pool
+	resolved time.Time
+	last     int
+	sent     time.Time
+}
+
+// poolWatch holds the queues found and reads them.
+type poolWatch struct {
+	mu      sync.Mutex
+	found   map[poolKey]int // queue -> the process's CPython minor, to resolve
+	watched map[poolKey]*watchedPool
+	failed  map[poolKey]bool
+	readers map[int]*pymem.Reader
+
+	gotBy   map[uint64]uint64 // pid<<32|tid -> the queue the thread last waited to get from
+	putInto map[int]uint64    // pid -> the queue a put last waited on
+	step    map[int]uint32    // pid -> its step thread
+	inBPF   map[uint32]bpfPool
+	// setWord puts (or, addr 0, deletes) a thread's pool word in the BPF map.
+	setWord func(tid uint32, addr uint64, max uint32) error
+}
+
+type bpfPool struct {
+	addr uint64
+	max  uint32
+}
+
+func newPoolWatch(setWord func(tid uint32, addr uint64, max uint32) error) *poolWatch {
+	return &poolWatch{found: map[poolKey]int{}, watched: map[poolKey]*watchedPool{}, failed: map[poolKey]bool{},
+		readers: map[int]*pymem.Reader{}, gotBy: map[uint64]uint64{}, putInto: map[int]uint64{},
+		step: map[int]uint32{}, inBPF: map[uint32]bpfPool{}, setWord: setWord}
+}
+
+// setStepThread says which thread of a process is its training loop.
+func (w *poolWatch) setStepThread(pid int, tid uint32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.step[pid] = tid
+}
+
+// pick is the queue a process's step thread takes samples from, or else
+// the one its engines block putting into, or else its only queue.
+func (w *poolWatch) pick(pid int, tid uint32) (*watchedPool, bool) {
+	for _, addr := range []uint64{w.gotBy[uint64(pid)<<32|uint64(tid)], w.putInto[pid]} {
+		if wp, ok := w.watched[poolKey{pid, addr}]; ok {
+			return wp, true
+		}
+	}
+	var only *watchedPool
+	for k, wp := range w.watched {
+		if k.pid == pid {
+			if only != nil {
+				return nil, false
+			}
+			only = wp
+		}
+	}
+	return only, only != nil
+}
+
+// syncBPF brings the BPF map in line with the threads that take samples
+// from a pool (the step thread, before it is known for sure) and the step
+// threads and their pools.
+func (w *poolWatch) syncBPF() {
+	if w.setWord == nil {
+		return
+	}
+	want := map[uint32]bpfPool{}
+	for id, addr := range w.gotBy {
+		if wp, ok := w.watched[poolKey{int(id >> 32), addr}]; ok {
+			a, max := wp.pool.Word()
+			want[uint32(id)] = bpfPool{a, max}
+		}
+	}
+	for pid, tid := range w.step {
+		if wp, ok := w.pick(pid, tid); ok {
+			addr, max := wp.pool.Word()
+			want[tid] = bpfPool{addr, max}
+		}
+	}
+	for tid, p := range want {
+		if w.inBPF[tid] != p && w.setWord(tid, p.addr, p.max) == nil {
+			w.inBPF[tid] = p
+		}
+	}
+	for tid := range w.inBPF {
+		if _, ok := want[tid]; !ok && w.setWord(tid, 0, 0) == nil {
+			delete(w.inBPF, tid)
+		}
+	}
+}
+
+// queueFrame says whether a frame is a queue's get or put, whose self is
+// the queue (3.10's frames name the method without its class).
+func queueFrame(f events.PyFrame) bool {
+	fn := f.Func[strings.LastIndexByte(f.Func, '.')+1:]
+	if fn != "get" && fn != "put" {
+		return false
+	}
+	return path.Base(f.File) == "queue.py" || strings.HasSuffix(f.File, "multiprocessing/queues.py")
+}
+
+// note looks at a Python wait for queues to watch.
+func (w *poolWatch) note(e *events.Event, minor int) {
+	for _, f := range e.Frames {
+		if f.Self == 0 || !queueFrame(f) {
+			continue
+		}
+		k := poolKey{int(e.PID), f.Self}
+		w.mu.Lock()
+		if _, ok := w.watched[k]; !ok && !w.failed[k] {
+			w.found[k] = minor
+		}
+		if strings.HasSuffix(f.Func, "put") {
+			w.putInto[k.pid] = k.addr
+		} else {
+			w.gotBy[uint64(e.PID)<<32|uint64(e.TID)] = k.addr
+		}
+		w.mu.Unlock()
+	}
+}
+
+// read reads every queue once and returns the events to send.
+func (w *poolWatch) read(now time.Time) []events.Event {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k, minor := range w.found {
+		delete(w.found, k)
+		w.watched[k] = &watchedPool{last: -1}
+		if w.resolve(k, minor, now) != nil {
+			delete(w.watched, k)
+			w.failed[k] = true
+		}
+	}
+	defer w.syncBPF()
+	var out []events.Event
+	for k, wp := range w.watched {
+		if now.Sub(wp.resolved) >= poolRecheck && w.resolve(k, 0, now) != nil {
+			delete(w.watched, k)
+			continue
+		}
+		n, err := wp.pool.Len()
+		if err != nil {
+			delete(w.watched, k)
+			continue
+		}
+		if n == wp.last && now.Sub(wp.sent) < poolResend {
+			continue
+		}
+		wp.last, wp.sent = n, now
+		at := monotonicNow()
+		e := events.Event{Kind: events.KindPool, PID: uint32(k.pid), Start: at, End: at, Name: wp.pool.Kind}
+		e.Args[0], e.Args[1] = uint64(n), k.addr
+		out = append(out, e)
+	}
+	return out
+}
+
+// resolve (re)reads what a queue's length is kept in; minor 0 reuses the
+// process's reader.
+func (w *poolWatch) resolve(k poolKey, minor int, now time.Time) error {
+	r := w.readers[k.pid]
+	if r == nil {
+		var err error
+		if r, err = pymem.NewReader(k.pid, minor); err != nil {
+			return err
+		}
+		w.readers[k.pid] = r
+	}
+	p, err := r.Pool(k.addr)
+	if err != nil {
+		return err
+	}
+	wp := w.watched[k]
+	wp.pool, wp.resolved = p, now
+	return nil
+}
+
+// run reads the queues every interval until ctx ends, handing the events
+// to send to out.
+func (w *poolWatch) run(ctx context.Context, interval time.Duration, out func([]events.Event)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			if evs := w.read(now); len(evs) > 0 {
+				out(evs)
+			}
+		}
+	}
+}
