@@ -62,6 +62,13 @@ type PythonPlan struct {
 	Minor   int    // 3.Minor
 	Runtime uint64 // &_PyRuntime in the process
 	Err     error  // why Python waits are not timed, if they are not
+	// Read and Write are the interpreter's own _Py_read and _Py_write, if
+	// it exports them: Python-level reads (a multiprocessing queue's get
+	// with no timeout blocks reading its pipe) are waits, writes mark
+	// where a loop's logging of a step ends. They are probed here rather
+	// than at libc's read and write, whose first instruction the kernel
+	// single-steps (~5-14 µs a hit) and which C code calls too.
+	Read, Write *Probe
 }
 
 // semWaits are the libc functions a Python thread blocks in, with the kind
@@ -73,20 +80,20 @@ var (
 		// reading its workers' results) wait in select.poll or select.select
 		"poll", "ppoll", "select", "pselect",
 		// time.sleep (3.10 sleeps in select with no descriptors)
-		"clock_nanosleep", "nanosleep",
-		// a multiprocessing queue's get with no timeout blocks reading
-		// its pipe (read does not take the GIL, so any read is timed; one
-		// that returned within PyMinWait costs the probe and no event)
-		"read"}
+		"clock_nanosleep", "nanosleep"}
 	condWaits = []string{"pthread_cond_timedwait", "pthread_cond_wait", "pthread_cond_clockwait"}
-	// writes mark where a loop's logging of a step ends (bpf io_write).
-	writes = []string{"write"}
 )
 
-// WaitFunc names which libc function a Python wait blocked in.
+// readCookie marks a wait in the interpreter's _Py_read.
+var readCookie = uint16(len(semWaits))
+
+// WaitFunc names which function a Python wait blocked in.
 func WaitFunc(cookie uint16) string {
-	if int(cookie) < len(semWaits) {
+	switch {
+	case int(cookie) < len(semWaits):
 		return semWaits[cookie]
+	case cookie == readCookie:
+		return "read"
 	}
 	return "unknown"
 }
@@ -96,7 +103,6 @@ type SemaphorePlan struct {
 	File   MappedFile
 	Probes []Probe // semaphore waits; API left zero: not CUDA entry points
 	GIL    []Probe // condition waits, probed to time taking the GIL back
-	Writes []Probe // write(2), entry only
 }
 
 // IsLibc says whether a mapped file is the C library.
@@ -108,7 +114,7 @@ func IsLibc(base string) bool {
 func PlanSemaphores(f MappedFile) (SemaphorePlan, error) {
 	sp := SemaphorePlan{File: f}
 	syms, err := ReadSymbols(f.HostPath, func(n string) bool {
-		return slices.Contains(semWaits, n) || slices.Contains(condWaits, n) || slices.Contains(writes, n)
+		return slices.Contains(semWaits, n) || slices.Contains(condWaits, n)
 	})
 	if err != nil {
 		return sp, err
@@ -127,7 +133,7 @@ func PlanSemaphores(f MappedFile) (SemaphorePlan, error) {
 		}
 		return out
 	}
-	sp.Probes, sp.GIL, sp.Writes = pick(semWaits), pick(condWaits), pick(writes)
+	sp.Probes, sp.GIL = pick(semWaits), pick(condWaits)
 	if len(sp.Probes) == 0 {
 		return sp, fmt.Errorf("%s defines none of %v", f.Path, semWaits)
 	}
@@ -156,6 +162,16 @@ func PlanPython(procRoot string, pid int, f MappedFile) (*PythonPlan, error) {
 		return p, nil
 	}
 	p.Runtime = bias + runtime
+	if syms, err := ReadSymbols(f.HostPath, func(n string) bool { return n == "_Py_read" || n == "_Py_write" }); err == nil {
+		probe := func(name string, id uint16) *Probe {
+			s, ok := syms[name]
+			if !ok {
+				return nil
+			}
+			return &Probe{Symbol: s, Placement: Place(s.Code), API: cudaapi.API{ID: id}}
+		}
+		p.Read, p.Write = probe("_Py_read", readCookie), probe("_Py_write", 0)
+	}
 	if _, ok := pyLayouts[p.Minor]; !ok {
 		p.Err = fmt.Errorf("Python 3.%d: gpuprof knows the frame layout of 3.10 to 3.13", p.Minor)
 	}
@@ -232,25 +248,36 @@ func loadBias(procRoot string, pid int, mf MappedFile) (uint64, error) {
 }
 
 // attachPython tells the BPF programs where the interpreter's frames are
-// and puts the wait probes on libc's semaphore waits.
+// and puts the wait probes on libc's semaphore waits and the
+// interpreter's reads and writes.
 func attachPython(objs *bpf.Objects, p *PythonPlan, sems SemaphorePlan) ([]link.Link, error) {
 	pid := uint32(p.PID)
 	if err := objs.Python.Put(pid, p.layout()); err != nil {
 		return nil, fmt.Errorf("set Python layout for PID %d: %w", p.PID, err)
 	}
-	ex, err := link.OpenExecutable(sems.File.HostPath)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", sems.File.Path, err)
+	opt := func(pr *Probe) []Probe {
+		if pr == nil {
+			return nil
+		}
+		return []Probe{*pr}
 	}
 	var links []link.Link
 	for _, set := range []struct {
+		file       MappedFile
 		probes     []Probe
 		entry, ret *ebpf.Program
 		what       string
-	}{{sems.Probes, objs.PyLockEntry, objs.PyLockReturn, "semaphore wait"}, {sems.GIL, objs.GilEntry, objs.GilReturn, "GIL wait"},
-		{sems.Writes, objs.IoWrite, nil, "write"}} {
+	}{{sems.File, sems.Probes, objs.PyLockEntry, objs.PyLockReturn, "semaphore wait"},
+		{sems.File, sems.GIL, objs.GilEntry, objs.GilReturn, "GIL wait"},
+		{p.File, opt(p.Read), objs.PyLockEntry, objs.PyLockReturn, "read wait"},
+		{p.File, opt(p.Write), objs.IoWrite, nil, "write"}} {
 		if len(set.probes) == 0 {
 			continue
+		}
+		ex, err := link.OpenExecutable(set.file.HostPath)
+		if err != nil {
+			closeLinks(links)
+			return nil, fmt.Errorf("open %s: %w", set.file.Path, err)
 		}
 		var addrs, cookies []uint64
 		for _, pr := range set.probes {
@@ -261,7 +288,7 @@ func attachPython(objs *bpf.Objects, p *PythonPlan, sems SemaphorePlan) ([]link.
 		entry, err := ex.UprobeMulti(nil, set.entry, opts)
 		if err != nil {
 			closeLinks(links)
-			return nil, fmt.Errorf("attach %s probes in %s: %w", set.what, sems.File.Path, err)
+			return nil, fmt.Errorf("attach %s probes in %s: %w", set.what, set.file.Path, err)
 		}
 		links = append(links, entry)
 		if set.ret == nil {
@@ -270,7 +297,7 @@ func attachPython(objs *bpf.Objects, p *PythonPlan, sems SemaphorePlan) ([]link.
 		ret, err := ex.UretprobeMulti(nil, set.ret, opts)
 		if err != nil {
 			closeLinks(links)
-			return nil, fmt.Errorf("attach %s return probes in %s: %w", set.what, sems.File.Path, err)
+			return nil, fmt.Errorf("attach %s return probes in %s: %w", set.what, set.file.Path, err)
 		}
 		links = append(links, ret)
 	}

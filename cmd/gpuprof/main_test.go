@@ -320,7 +320,14 @@ func TestPythonPipelines(t *testing.T) {
 				if !strings.Contains(r.stdout, verdicts[mode]) {
 					t.Errorf("verdict for the %s-bound run: want %q in\n%s", mode, verdicts[mode], r.stdout)
 				}
-				required := []string{"period", "compute_time", "dispatch_wait", "data_time", "pool"}
+				required := []string{"period", "compute_time", "dispatch_wait", "data_time"}
+				if !procs || mode == "infer" {
+					// A pool is found by a get or put that blocked on it:
+					// with engine processes and a full pool, the blocked
+					// puts are in the engines' processes, and the trainer's
+					// gets do not block (unless the pipe is slow).
+					required = append(required, "pool")
+				}
 				switch {
 				case mode != "infer":
 					required = append(required, "step_time")

@@ -86,6 +86,12 @@ func writePython(w io.Writer, p *probes.PythonPlan) {
 	}
 	fmt.Fprintf(w, "%s: Python 3.%d (_PyRuntime at %#x): its waits are timed at libc's semaphore waits, frames read when a wait ends\n",
 		p.File.Path, p.Minor, p.Runtime)
+	if p.Read != nil {
+		fmt.Fprintf(w, "  %s\t%#x\t%s\tentry+return, every Python-level read: a wait when it blocks\n", p.Read.Symbol.Name, p.Read.Address(), p.Read.Placement)
+	}
+	if p.Write != nil {
+		fmt.Fprintf(w, "  %s\t%#x\t%s\tentry, every Python-level write: where a loop's logging of a step ends\n", p.Write.Symbol.Name, p.Write.Address(), p.Write.Placement)
+	}
 }
 
 func writeSemaphores(w io.Writer, sp probes.SemaphorePlan) {
@@ -95,8 +101,5 @@ func writeSemaphores(w io.Writer, sp probes.SemaphorePlan) {
 	}
 	for _, p := range sp.GIL {
 		fmt.Fprintf(w, "  %s\t%#x\t%s\tentry+return, taking the GIL back after a wait\n", p.Symbol.Name, p.Address(), p.Placement)
-	}
-	for _, p := range sp.Writes {
-		fmt.Fprintf(w, "  %s\t%#x\t%s\tentry, every call: where a loop's logging of a step ends\n", p.Symbol.Name, p.Address(), p.Placement)
 	}
 }
