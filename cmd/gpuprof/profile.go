@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -53,7 +54,7 @@ func (f *profileFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.boundary, "step-boundary", "", "the CUDA call whose return ends a step, e.g. cudaStreamSynchronize or cudaMemcpyAsync:h2d (default: found)")
 	fs.Uint32Var(&f.thread, "step-thread", 0, "the thread whose steps to report (default: found)")
 	fs.BoolVar(&f.noLaunches, "no-launches", false, "do not count kernel launches (for launch-bound loops, where a probe on every launch costs several percent)")
-	fs.Float64Var(&f.launchDuty, "launch-duty", 0.1, "once steps are found, count launches this fraction of the time (1 s of every 10 at 0.1); 1 counts every launch, at ~0.5-0.7 µs a launch")
+	fs.Float64Var(&f.launchDuty, "launch-duty", 0.1, "once steps are found, count launches this fraction of the time, 1 s at a time (1 s of every 10 at 0.1); 1 counts every launch, at ~0.5-0.7 µs a launch")
 	fs.BoolVar(&f.noCalls, "no-calls", false, "do not probe CUDA calls (syncs, copies, events, memory); with --no-launches only the loader hook stays, for measuring gpuprof's own cost")
 	fs.BoolVar(&f.noPython, "no-python", false, "do not time Python lock waits (queue gets, events)")
 	fs.DurationVar(&f.rescan, "rescan-interval", probes.DefaultConfig().Rescan, "how often the targets' memory maps are re-read for new CUDA libraries, besides when the loader says one was opened")
@@ -71,8 +72,19 @@ func (f *profileFlags) correlateConfig() correlate.Config {
 		BatchSize: f.batchSize}
 }
 
-// launchPeriod is the cycle of launch sampling (--launch-duty).
-const launchPeriod = 10 * time.Second
+// launchOn is how long launches are counted at a time once steps are
+// found: long enough to hold whole steps of most loops.
+const launchOn = time.Second
+
+// launchCycle is the cycle of launch sampling for --launch-duty: counted
+// launchOn of every period. A launch-heavy job pays ~0.5 µs a launch while
+// they are counted.
+func launchCycle(duty float64) (period, on time.Duration) {
+	if duty <= 0 {
+		return time.Duration(math.MaxInt64), 0
+	}
+	return time.Duration(float64(launchOn) / duty), launchOn
+}
 
 // openSession checks privileges and loads the probes.
 func openSession(f *profileFlags) (*probes.Session, error) {
@@ -121,7 +133,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	st.onAnchor = func(first bool, a correlate.Anchor) {
 		sess.SetStepThread(int(a.PID), a.TID)
 		if first && f.launchDuty < 1 {
-			sess.SampleLaunches(launchPeriod, time.Duration(f.launchDuty*float64(launchPeriod)))
+			sess.SampleLaunches(launchCycle(f.launchDuty))
 		}
 	}
 	var trace *events.TraceWriter
@@ -190,8 +202,11 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	}
 	sampling := ""
 	if st.found() && f.launchDuty < 1 && !f.noLaunches {
-		on := time.Duration(f.launchDuty * float64(launchPeriod))
-		sampling = fmt.Sprintf("%v in every %v once steps were found", on, launchPeriod)
+		period, on := launchCycle(f.launchDuty)
+		sampling = fmt.Sprintf("%v in every %v once steps were found", on, period)
+		if on == 0 {
+			sampling = "not once steps were found (--launch-duty 0)"
+		}
 	}
 	attached := time.Since(start)
 	writeSummaries(stdout, sess, st, attached, sampling)
