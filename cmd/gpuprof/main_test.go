@@ -413,12 +413,18 @@ func TestChildrenEachWithTheirSteps(t *testing.T) {
 		t.Fatalf("steps from %d processes, want the 2 trainers:\n%s", len(byPID), r.stdout)
 	}
 	matched := 0
+	slowest, slowestWall := 0, 0.0
 	for _, name := range []string{"a", "b"} {
 		truth, _ := validate.ReadJSONL(filepath.Join(tmp, name+".jsonl"))
-		for _, rows := range byPID {
+		for pid, rows := range byPID {
 			res := validate.Compare(truth, rows, 5, 0.05, []string{"period", "compute_time", "step_time"})
 			if res.Matched > len(truth)/2 {
 				matched++
+				for _, f := range res.Fields {
+					if f.Name == "period" && f.Truth > slowestWall {
+						slowest, slowestWall = pid, f.Truth
+					}
+				}
 				if !res.Pass() {
 					t.Errorf("trainer %s: %d steps, %d matched, one to one %v: %+v", name, res.Ours, res.Matched, res.OneToOne, res.Fields)
 				}
@@ -427,5 +433,9 @@ func TestChildrenEachWithTheirSteps(t *testing.T) {
 	}
 	if matched != 2 {
 		t.Fatalf("%d trainers matched a process's steps, want 2", matched)
+	}
+	// The job view names the trainer whose own log says it is slower.
+	if want := fmt.Sprintf("slowest: PID %d,", slowest); !strings.Contains(r.stdout, "job: 2 processes with steps") || !strings.Contains(r.stdout, want) {
+		t.Errorf("job view: want %q in\n%s", want, r.stdout)
 	}
 }

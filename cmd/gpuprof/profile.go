@@ -268,6 +268,7 @@ func writeSummaries(w io.Writer, sess *probes.Session, st *stepper, attached tim
 		}
 		report.WriteSummary(w, s)
 	}
+	st.writeJob(w)
 }
 
 // writeProbeStats prints how often each program ran: the probe hits the

@@ -55,5 +55,6 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 		report.WriteSummary(stdout, report.Summary{Target: target, Attached: span.Seconds(), Run: sum,
 			Loss: report.Loss{Delivered: uint64(len(evs)), BadRecords: uint64(unknown)}})
 	}
+	st.writeJob(stdout)
 	return nil
 }

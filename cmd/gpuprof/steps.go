@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 
 	"github.com/gpuprof/gpuprof/correlate"
@@ -123,5 +124,16 @@ func (s *stepper) emit(steps []correlate.Step) {
 		if s.jsonl != nil && s.err == nil {
 			s.err = s.jsonl.Write(st)
 		}
+	}
+}
+
+// writeJob prints the job view when several processes have steps.
+func (s *stepper) writeJob(w io.Writer) {
+	var runs []correlate.ProcessRun
+	for _, pid := range s.pids() {
+		runs = append(runs, correlate.ProcessRun{PID: pid, Run: s.proc(pid).corr.Summary()})
+	}
+	if j, ok := correlate.DiagnoseJob(runs); ok {
+		report.WriteJob(w, j)
 	}
 }

@@ -1,0 +1,28 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/gpuprof/gpuprof/correlate"
+)
+
+// WriteJob prints the job view of several processes: each one's pace, the
+// slowest and by how much, and its verdict.
+func WriteJob(w io.Writer, j correlate.Job) {
+	fmt.Fprintf(w, "\njob: %d processes with steps\n", len(j.Processes))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "pid\tsteps\tsteps/s\tstep_time\tdispatch_wait\tdata_time\tcompute_time\t bottleneck")
+	for _, p := range j.Processes {
+		wait := "-"
+		if p.WaitKnown {
+			wait = Duration(p.DispatchWait)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%.1f\t%s\t%s\t%s\t%s\t %s\n", p.PID, p.Steps, p.StepsPerSec, Duration(p.StepTime),
+			wait, Duration(p.DataTime), Duration(p.ComputeTime), p.Bottleneck)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "slowest: PID %d, %.0f%% longer a step than the fastest\n", j.Slowest, 100*j.Skew)
+	fmt.Fprintf(w, "job bottleneck (the slowest process's: ranks that step together move at its pace): %s\n", j.Verdict.Bottleneck)
+}
