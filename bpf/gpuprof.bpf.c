@@ -62,6 +62,8 @@ struct event {
 	__u64 args[NARGS];
 	__u64 ret;
 	__u64 out;           // value read through an output pointer at return
+	__u32 pool_state;    // the pool's append+pop counter + 1 (a deque's state), 0: not read
+	__u32 pad;
 };
 
 struct name_event {
@@ -294,14 +296,15 @@ static __always_inline void emit_name(struct call_slot *slot, __u64 cookie, __u6
 	bpf_ringbuf_submit(e, ringbuf_flags());
 }
 
-// Where the step thread's sample pool keeps its length, by thread
-// (probes/pool.go sets it once both are known): the pool is read at each of
-// that thread's CUDA call returns, so a step's pool is its length as the
-// step's last call returned, with no polling.
+// Where a process's sample pool keeps its length (and a deque its
+// append+pop counter), by process (probes/pool.go sets it once the pool is
+// found): read at each CUDA call return and write, so a step's pool is its
+// length as the step ended, with no polling.
 struct pool_word {
-	__u64 addr; // an aligned word of the target's memory
-	__u32 max;  // 0: the word is the length (ob_size); else a semaphore's maximum, length = max - value
+	__u64 addr;  // an aligned word of the target's memory
+	__u32 max;   // 0: the word is the length (ob_size); else a semaphore's maximum, length = max - value
 	__u32 pad;
+	__u64 state; // a deque's state counter (appends + poplefts), 0: none
 };
 
 struct {
@@ -311,19 +314,28 @@ struct {
 	__type(value, struct pool_word);
 } pools SEC(".maps");
 
-static __always_inline __u32 read_pool(__u32 tid)
+// read_pool sets the event's pool length and state counter, each + 1 (0:
+// not read), when the process has a pool.
+static __always_inline void read_pool(struct event *e)
 {
-	struct pool_word *pw = bpf_map_lookup_elem(&pools, &tid);
+	e->pool = 0;
+	e->pool_state = 0;
+	e->pad = 0;
+	__u32 pid = e->pid;
+	struct pool_word *pw = bpf_map_lookup_elem(&pools, &pid);
 	if (!pw)
-		return 0;
+		return;
 	__u64 v = 0;
 	if (bpf_probe_read_user(&v, sizeof(v), (void *)pw->addr))
-		return 0;
+		return;
 	if (pw->max) {
 		__u32 value = (__u32)v;
-		return value > pw->max ? 0 : pw->max - value + 1;
+		e->pool = value > pw->max ? 0 : pw->max - value + 1;
+	} else {
+		e->pool = v >= 0xffffffffULL ? 0 : (__u32)v + 1;
 	}
-	return v >= 0xffffffffULL ? 0 : (__u32)v + 1;
+	if (pw->state && e->pool && !bpf_probe_read_user(&v, sizeof(v), (void *)pw->state))
+		e->pool_state = (__u32)v + 1;
 }
 
 SEC("uretprobe.multi")
@@ -367,7 +379,6 @@ int api_return(struct pt_regs *ctx)
 	e->api = COOKIE_API(cookie);
 	e->pid = id >> 32;
 	e->tid = (__u32)id;
-	e->pool = read_pool((__u32)id);
 	e->start_ns = slot->start_ns;
 	e->end_ns = now;
 	if (COOKIE_LAYER(cookie) == LAYER_USER) {
@@ -392,6 +403,7 @@ int api_return(struct pt_regs *ctx)
 	e->args[4] = slot->args[4];
 	e->ret = PT_REGS_RC(ctx);
 	e->out = 0;
+	read_pool(e);
 	__u32 out_arg = COOKIE_OUT_ARG(cookie);
 	if (out_arg < NARGS) {
 		void *ptr = (void *)slot->args[out_arg];
@@ -668,7 +680,7 @@ int io_write(struct pt_regs *ctx)
 	e->start_ns = now;
 	e->end_ns = now;
 	e->args[0] = PT_REGS_PARM1(ctx);
-	e->pool = read_pool((__u32)id); // the pool as the loop logs the step
+	read_pool(e); // the pool as the loop logs the step
 	bpf_ringbuf_submit(e, ringbuf_flags());
 	return 0;
 }

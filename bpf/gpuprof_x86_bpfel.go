@@ -30,6 +30,8 @@ type gpuprofEvent struct {
 	Args          [5]uint64
 	Ret           uint64
 	Out           uint64
+	PoolState     uint32
+	Pad           uint32
 }
 
 type gpuprofKernelKey struct {
@@ -54,10 +56,11 @@ type gpuprofNameEvent struct {
 }
 
 type gpuprofPoolWord struct {
-	_    structs.HostLayout
-	Addr uint64
-	Max  uint32
-	Pad  uint32
+	_     structs.HostLayout
+	Addr  uint64
+	Max   uint32
+	Pad   uint32
+	State uint64
 }
 
 type gpuprofPyEvent struct {

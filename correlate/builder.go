@@ -25,6 +25,7 @@ type builder struct {
 	infer      inferStats
 	inferNext  inferStats // infer calls that returned past a pending boundary
 	batch      int        // samples a step, if known
+	prevPool   poolRead   // the previous step's pool reading
 
 	waitsObserved bool // Python waits are probed in this process
 
@@ -125,6 +126,8 @@ func (b *builder) close() []Step {
 	if b.started {
 		out = append(out, b.measure())
 		b.index++
+	} else {
+		b.prevPool = b.poolRead() // where the first step's samples count from
 	}
 	b.others = 0
 	b.infer, b.inferNext = b.inferNext, inferStats{}
@@ -173,10 +176,6 @@ func (b *builder) measure() Step {
 		if firstCall == 0 {
 			firstCall = e.Start
 		}
-		if e.Pool != 0 {
-			// Read in BPF as the call returned: the last is the step's end.
-			s.Pool, s.PoolMeasured = int(e.Pool-1), true
-		}
 		a := e.Desc()
 		s.Launches += int(e.Launches)
 		s.GraphLaunches += int(e.GraphLaunches)
@@ -206,14 +205,7 @@ func (b *builder) measure() Step {
 			}
 		}
 	}
-	for _, it := range b.limbo {
-		if it.ev.Kind == events.KindWrite && it.ev.Pool != 0 {
-			// The loop logging the step it finished: the pool as its log
-			// shows it.
-			s.Pool, s.PoolMeasured = int(it.ev.Pool-1), true
-			break
-		}
-	}
+	b.measurePool(&s, b.poolRead())
 	s.Readings = len(readings)
 	var dataEnd uint64
 	switch {
@@ -236,11 +228,58 @@ func (b *builder) measure() Step {
 		firstCall = firstLaunch
 	}
 	b.measureWaits(&s, waits, writes, dataEnd, firstCall)
-	if b.batch > 0 && s.StepTime > 0 {
-		s.TrainCapacity = float64(b.batch) / s.StepTime
-		s.Thru = float64(b.batch) / s.WallTime
+	batch := b.batch
+	if batch == 0 && s.SamplesMeasured {
+		batch = s.Samples
+	}
+	if batch > 0 && s.StepTime > 0 {
+		s.TrainCapacity = float64(batch) / s.StepTime
+		s.Thru = float64(batch) / s.WallTime
 	}
 	return s
+}
+
+// poolRead is the pool's length and state counter as BPF read them.
+type poolRead struct {
+	n     int
+	state uint32 // + 1; 0: no counter
+	ok    bool
+}
+
+// poolRead is the current step's pool reading: at the loop's logging
+// write after the boundary (the pool as its log shows it), else as the
+// step's last call returned.
+func (b *builder) poolRead() poolRead {
+	for _, it := range b.limbo {
+		if e := &it.ev; e.Kind == events.KindWrite && e.Pool != 0 {
+			return poolRead{n: int(e.Pool - 1), state: e.PoolState, ok: true}
+		}
+	}
+	for i := len(b.cur) - 1; i >= 0; i-- {
+		if e := &b.cur[i].ev; e.Kind == events.KindCall && e.Pool != 0 {
+			return poolRead{n: int(e.Pool - 1), state: e.PoolState, ok: true}
+		}
+	}
+	return poolRead{}
+}
+
+// measurePool sets the step's pool, and the samples taken from it since
+// the previous step's reading: a deque counts its appends and poplefts
+// (state), so gets = (Δstate - Δlength) / 2 whatever the engines put
+// meanwhile.
+func (b *builder) measurePool(s *Step, r poolRead) {
+	prev := b.prevPool
+	b.prevPool = r
+	if !r.ok {
+		return
+	}
+	s.Pool, s.PoolMeasured = r.n, true
+	if r.state == 0 || !prev.ok || prev.state == 0 {
+		return
+	}
+	if twice := int(r.state-prev.state) - (r.n - prev.n); twice >= 0 && twice%2 == 0 {
+		s.Samples, s.SamplesMeasured = twice/2, true
+	}
 }
 
 // measureWaits adds the step thread's Python waits, clipped to the step:

@@ -89,3 +89,32 @@ func TestPoolReadAtReturn(t *testing.T) {
 		}
 	}
 }
+
+// TestSamplesFromDequeState: a deque counts its appends and pops, so the
+// items a step took are (Δstate - Δlength) / 2 however many the engines
+// put meanwhile; they are the batch for train_capacity and thru.
+func TestSamplesFromDequeState(t *testing.T) {
+	tr := newThread(100, 101, 0)
+	state, n := uint32(1000), 5
+	for i := range 40 {
+		took, put := 4, 3+i%3 // the engines put 3 to 5 while the step takes 4
+		state += uint32(took + put)
+		n += put - took
+		tr.idle(2 * ms)
+		tr.call(t, "cudaMemcpyAsync", 20*us, 0xa000, 0xb000, 4<<20, 1, 0x55)
+		tr.launch(20, 10*us)
+		e := tr.call(t, "cudaStreamSynchronize", 3*ms, 0x55)
+		e.Pool, e.PoolState = uint32(n)+1, state+1
+	}
+	_, steps := run(t, Config{}, tr.evs)
+	if len(steps) != 39 {
+		t.Fatalf("%d steps", len(steps))
+	}
+	for i, s := range steps {
+		if !s.SamplesMeasured || s.Samples != 4 {
+			t.Fatalf("step %d: %d samples (measured %v), want 4", i, s.Samples, s.SamplesMeasured)
+		}
+		within(t, "train_capacity", s.TrainCapacity, 4/s.StepTime, 1e-9)
+		within(t, "thru", s.Thru, 4/s.WallTime, 1e-9)
+	}
+}

@@ -73,10 +73,15 @@ type Step struct {
 	Pool         int    `json:"pool"`
 	PoolKind     string `json:"pool_kind,omitempty"`
 	PoolMeasured bool   `json:"-"`
+	// Samples is how many items were taken from the pool since the previous
+	// step's reading (a queue.Queue's deque counts its appends and pops):
+	// the step's batch, for train_capacity and thru without --batch-size.
+	Samples         int  `json:"samples"`
+	SamplesMeasured bool `json:"-"`
 
-	// With the batch size known (--batch-size): samples a second the step
-	// could train if data were always there, and the samples a second it
-	// did (the seed's T and thru).
+	// With the batch size known (--batch-size, else the step's Samples):
+	// samples a second the step could train if data were always there, and
+	// the samples a second it did (the seed's T and thru).
 	TrainCapacity float64 `json:"train_capacity,omitempty"`
 	Thru          float64 `json:"thru,omitempty"`
 

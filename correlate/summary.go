@@ -62,6 +62,7 @@ type Summary struct {
 	TrainCapacity Dist
 	InferCapacity Dist
 	Pool          Dist   // the sample pool's length at the steps' ends
+	Samples       Dist   // items taken from the pool a step
 	PoolKind      string // the pool's kind ("queue.Queue", ...)
 	// DispatchOn is what the steps' dispatch waits waited in the most
 	// (their waited_on, weighted by the wait): the training loop's own
@@ -100,6 +101,7 @@ type summaryAcc struct {
 	pool        []float64
 	poolKind    string
 	dispatchOn  map[string]float64
+	samples     []float64
 	dispatch    []float64
 	dataT       []float64
 	threads     map[uint64]*ThreadTotals
@@ -213,6 +215,9 @@ func (s *summaryAcc) addStep(st *Step) {
 		}
 		s.dispatchOn[st.WaitedOn] += st.DispatchWait
 	}
+	if st.SamplesMeasured {
+		s.samples = append(s.samples, float64(st.Samples))
+	}
 	if st.PoolMeasured {
 		s.pool = append(s.pool, float64(st.Pool))
 		s.poolKind = st.PoolKind
@@ -240,7 +245,7 @@ func (c *Correlator) Summary() Summary {
 	}
 	out.WallTime, out.DispatchWait, out.DataTime = dist(s.wallT), dist(s.dispatch), dist(s.dataT)
 	out.FetchTime, out.TrainCapacity, out.InferCapacity = dist(s.fetchT), dist(s.trainCap), dist(s.inferCap)
-	out.Pool, out.PoolKind = dist(s.pool), s.poolKind
+	out.Pool, out.PoolKind, out.Samples = dist(s.pool), s.poolKind, dist(s.samples)
 	most := 0.0
 	for what, d := range s.dispatchOn {
 		if d > most || d == most && what < out.DispatchOn {

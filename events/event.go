@@ -66,8 +66,9 @@ type Event struct {
 	Ret  uint64    // the return value (a CUresult / cudaError_t)
 	Out  uint64    // a value read through an output pointer at return
 	// Pool is, for a call of the step thread once its sample pool is known,
-	// the pool's length + 1 as the call returned; 0: not read.
-	Pool uint32
+	// the pool's length + 1 as the call returned; 0: not read. PoolState is
+	// its append+pop counter + 1 (a queue.Queue's deque), 0: not read.
+	Pool, PoolState uint32
 
 	Name string // kernel name, for KindKernelName
 

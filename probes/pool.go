@@ -16,10 +16,11 @@ import (
 // queue's length from the process's memory every PoolInterval
 // (process_vm_readv: the target is not stopped and runs no code for it)
 // and sends a KindPool event when the length changes, and every
-// poolResend otherwise. Once the step thread is known (SetStepThread),
-// the word its pool's length is kept in goes to the BPF programs, which
-// read it at each of that thread's CUDA call returns: a step's pool is
-// then its length as the step ended, not as last polled.
+// poolResend otherwise. The words the process's pool keeps its length
+// (and a deque its append+pop counter) in go to the BPF programs, which
+// read them at each CUDA call return and write of the process: a step's
+// pool is then its length as the step ended, not as last polled. The
+// step thread (SetStepThread) says which queue is the pool.
 
 const (
 	// poolResend re-sends an unchanged length, so a reader knows it is
@@ -50,22 +51,32 @@ type poolWatch struct {
 	failed  map[poolKey]bool
 	readers map[int]*pymem.Reader
 
-	gotBy   map[uint64]uint64 // pid<<32|tid -> the queue the thread last waited to get from
-	putInto map[int]uint64    // pid -> the queue a put last waited on
-	step    map[int]uint32    // pid -> its step thread
-	inBPF   map[uint32]bpfPool
-	// setWord puts (or, addr 0, deletes) a thread's pool word in the BPF map.
-	setWord func(tid uint32, addr uint64, max uint32) error
+	gotBy   map[uint64]uint64  // pid<<32|tid -> the queue the thread last waited to get from
+	gotAny  map[int]uint64     // pid -> the queue any of its threads last waited to get from
+	putInto map[int]uint64     // pid -> the queue a put last waited on
+	step    map[int]uint32     // pid -> its step thread
+	inBPF   map[uint32]bpfPool // by pid
+	// setWord puts (or, addr 0, deletes) a process's pool words in the BPF
+	// map.
+	setWord func(pid uint32, p bpfPool) error
 }
 
 type bpfPool struct {
-	addr uint64
-	max  uint32
+	addr  uint64
+	max   uint32
+	state uint64
 }
 
-func newPoolWatch(setWord func(tid uint32, addr uint64, max uint32) error) *poolWatch {
+// wordOf is where BPF reads a pool's length and state counter.
+func wordOf(p *pymem.Pool) bpfPool {
+	addr, max := p.Word()
+	state, _ := p.StateWord()
+	return bpfPool{addr, max, state}
+}
+
+func newPoolWatch(setWord func(pid uint32, p bpfPool) error) *poolWatch {
 	return &poolWatch{found: map[poolKey]int{}, watched: map[poolKey]*watchedPool{}, failed: map[poolKey]bool{},
-		readers: map[int]*pymem.Reader{}, gotBy: map[uint64]uint64{}, putInto: map[int]uint64{},
+		readers: map[int]*pymem.Reader{}, gotBy: map[uint64]uint64{}, gotAny: map[int]uint64{}, putInto: map[int]uint64{},
 		step: map[int]uint32{}, inBPF: map[uint32]bpfPool{}, setWord: setWord}
 }
 
@@ -76,10 +87,11 @@ func (w *poolWatch) setStepThread(pid int, tid uint32) {
 	w.step[pid] = tid
 }
 
-// pick is the queue a process's step thread takes samples from, or else
-// the one its engines block putting into, or else its only queue.
+// pick is the queue a process's step thread takes samples from (while it
+// is not known, the one any thread last waited to get from), or else the
+// one its engines block putting into, or else its only queue.
 func (w *poolWatch) pick(pid int, tid uint32) (*watchedPool, bool) {
-	for _, addr := range []uint64{w.gotBy[uint64(pid)<<32|uint64(tid)], w.putInto[pid]} {
+	for _, addr := range []uint64{w.gotBy[uint64(pid)<<32|uint64(tid)], w.gotAny[pid], w.putInto[pid]} {
 		if wp, ok := w.watched[poolKey{pid, addr}]; ok {
 			return wp, true
 		}
@@ -96,34 +108,28 @@ func (w *poolWatch) pick(pid int, tid uint32) (*watchedPool, bool) {
 	return only, only != nil
 }
 
-// syncBPF brings the BPF map in line with the threads that take samples
-// from a pool (the step thread, before it is known for sure) and the step
-// threads and their pools.
+// syncBPF brings the BPF map in line with each process's pool.
 func (w *poolWatch) syncBPF() {
 	if w.setWord == nil {
 		return
 	}
 	want := map[uint32]bpfPool{}
-	for id, addr := range w.gotBy {
-		if wp, ok := w.watched[poolKey{int(id >> 32), addr}]; ok {
-			a, max := wp.pool.Word()
-			want[uint32(id)] = bpfPool{a, max}
+	for k := range w.watched {
+		if _, done := want[uint32(k.pid)]; done {
+			continue
+		}
+		if wp, ok := w.pick(k.pid, w.step[k.pid]); ok {
+			want[uint32(k.pid)] = wordOf(wp.pool)
 		}
 	}
-	for pid, tid := range w.step {
-		if wp, ok := w.pick(pid, tid); ok {
-			addr, max := wp.pool.Word()
-			want[tid] = bpfPool{addr, max}
+	for pid, p := range want {
+		if w.inBPF[pid] != p && w.setWord(pid, p) == nil {
+			w.inBPF[pid] = p
 		}
 	}
-	for tid, p := range want {
-		if w.inBPF[tid] != p && w.setWord(tid, p.addr, p.max) == nil {
-			w.inBPF[tid] = p
-		}
-	}
-	for tid := range w.inBPF {
-		if _, ok := want[tid]; !ok && w.setWord(tid, 0, 0) == nil {
-			delete(w.inBPF, tid)
+	for pid := range w.inBPF {
+		if _, ok := want[pid]; !ok && w.setWord(pid, bpfPool{}) == nil {
+			delete(w.inBPF, pid)
 		}
 	}
 }
@@ -153,6 +159,7 @@ func (w *poolWatch) note(e *events.Event, minor int) {
 			w.putInto[k.pid] = k.addr
 		} else {
 			w.gotBy[uint64(e.PID)<<32|uint64(e.TID)] = k.addr
+			w.gotAny[k.pid] = k.addr
 		}
 		w.mu.Unlock()
 	}

@@ -107,11 +107,11 @@ func Open(cfg Config) (*Session, error) {
 	}
 	sess := &Session{cfg: cfg, objs: objs, reader: rd, targets: map[int]*target{}}
 	if !cfg.NoPython {
-		sess.pools = newPoolWatch(func(tid uint32, addr uint64, max uint32) error {
-			if addr == 0 {
-				return objs.Pools.Delete(tid)
+		sess.pools = newPoolWatch(func(pid uint32, p bpfPool) error {
+			if p.addr == 0 {
+				return objs.Pools.Delete(pid)
 			}
-			return objs.Pools.Put(tid, bpf.PoolWord{Addr: addr, Max: max})
+			return objs.Pools.Put(pid, bpf.PoolWord{Addr: p.addr, Max: p.max, State: p.state})
 		})
 	}
 	return sess, nil

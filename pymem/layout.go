@@ -42,6 +42,14 @@ const (
 	valuesBelow311   = 4 * 8
 )
 
+// dequeState is where a deque keeps its state counter
+// (Modules/_collectionsmodule.c, 3.10 to 3.13: {PyObject_VAR_HEAD;
+// leftblock; rightblock; leftindex; rightindex; size_t state; ...}): it
+// goes up by one on every append and popleft, so between two readings a
+// queue.Queue's gets are (Δstate - Δlength) / 2. Not in any installed
+// header; TestPools holds it to the puts and gets it makes.
+const dequeState = 56
+
 // SemLockObject (Modules/_multiprocessing/semaphore.c, unchanged 3.10 to
 // 3.13): {PyObject_HEAD; SEM_HANDLE handle; unsigned long last_tid; int
 // count; int maxvalue; int kind; char *name;}. Not in any installed

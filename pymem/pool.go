@@ -27,6 +27,7 @@ type Pool struct {
 	// self._sem._semlock, and the semaphore's maximum.
 	addr     uint64
 	seqType  uint64
+	deque    bool
 	maxvalue int64
 }
 
@@ -109,7 +110,7 @@ func (r *Reader) resolveQueue(p *Pool, obj uint64, t *typeInfo) error {
 	if s.name != "collections.deque" && s.name != "list" {
 		return fmt.Errorf("attribute queue is a %s, not a collections.deque or list: %w", s.name, ErrNotPool)
 	}
-	p.addr, p.seqType = seq, s.addr
+	p.addr, p.seqType, p.deque = seq, s.addr, s.name == "collections.deque"
 	return nil
 }
 
@@ -208,4 +209,14 @@ func (p *Pool) Word() (addr uint64, max uint32) {
 		return p.addr, uint32(p.maxvalue)
 	}
 	return p.addr + p.r.l.VarSize, 0
+}
+
+// StateWord is where a queue.Queue's deque counts its appends and
+// poplefts (one aligned word; see dequeState); ok is false for other
+// pools (a list, a semaphore), which count nothing.
+func (p *Pool) StateWord() (addr uint64, ok bool) {
+	if p.Kind != KindQueue || !p.deque {
+		return 0, false
+	}
+	return p.addr + dequeState, true
 }

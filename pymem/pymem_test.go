@@ -156,8 +156,32 @@ func TestPools(t *testing.T) {
 					}
 				}
 			}
+			// A deque's state counts its appends: one more put, one more.
+			states := func() map[string]uint64 {
+				out := map[string]uint64{}
+				for obj, p := range pools {
+					addr, ok := p.StateWord()
+					if deque := p.Kind == KindQueue && p.Type != "LifoQueue" && p.Type != "PriorityQueue"; ok != deque {
+						t.Errorf("%s (%s): StateWord ok %v, want %v (a deque counts, a list and a semaphore do not)", obj, p.Type, ok, deque)
+					}
+					if ok {
+						b := make([]byte, 8)
+						if err := r.read(addr, b); err != nil {
+							t.Errorf("%s: read state: %v", obj, err)
+						}
+						out[obj] = le.Uint64(b)
+					}
+				}
+				return out
+			}
 			check(snap)
+			before := states()
 			check(s.more(t))
+			for obj, n := range states() {
+				if n != before[obj]+1 {
+					t.Errorf("%s: deque state %d after one put, was %d", obj, n, before[obj])
+				}
+			}
 
 			attrs(t, r, snap)
 

@@ -30,8 +30,9 @@ type stepRecord struct {
 	GILWait      *float64 `json:"gil_wait,omitempty"`
 	IOWait       *float64 `json:"io_wait,omitempty"`
 	DataTime     *float64 `json:"data_time,omitempty"`
-	// pool is absent where no pool was read.
-	Pool *int `json:"pool,omitempty"`
+	// pool and samples are absent where they were not read.
+	Pool    *int `json:"pool,omitempty"`
+	Samples *int `json:"samples,omitempty"`
 }
 
 // JSONL writes one JSON object per step.
@@ -70,6 +71,9 @@ func (j *JSONL) Write(s correlate.Step) error {
 	}
 	if s.PoolMeasured {
 		r.Pool = &s.Pool
+	}
+	if s.SamplesMeasured {
+		r.Samples = &s.Samples
 	}
 	if err := j.enc.Encode(r); err != nil {
 		return fmt.Errorf("write step: %w", err)

@@ -69,6 +69,7 @@ func WriteSummary(w io.Writer, s Summary) {
 		if r.Pool.N > 0 {
 			row("pool ("+r.PoolKind+")", r.Pool, count)
 		}
+		row("samples/step", r.Samples, count)
 		row("launches/step", r.Launches, count)
 		row("h2d/step", r.H2DBytes, bytes)
 		row("d2h/step", r.D2HBytes, bytes)

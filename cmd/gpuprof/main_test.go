@@ -328,6 +328,11 @@ func TestPythonPipelines(t *testing.T) {
 					// gets do not block (unless the pipe is slow).
 					required = append(required, "pool")
 				}
+				if !procs {
+					// No --batch-size: the batch is the items the step
+					// took from the queue.Queue (its deque's counter).
+					required = append(required, "train_capacity", "thru")
+				}
 				switch {
 				case mode != "infer":
 					required = append(required, "step_time")
