@@ -41,6 +41,7 @@ type watchedPool struct {
 	resolved time.Time
 	last     int
 	sent     time.Time
+	shared   int64 // a semaphore another process resolved: its maximum
 }
 
 // poolWatch holds the queues found and reads them.
@@ -59,6 +60,9 @@ type poolWatch struct {
 	// setWord puts (or, addr 0, deletes) a process's pool words in the BPF
 	// map.
 	setWord func(pid uint32, p bpfPool) error
+	// peers are the other targets, to share a semaphore with (poolshare.go).
+	peers    func(pid int) []int
+	procRoot string
 }
 
 type bpfPool struct {
@@ -171,18 +175,29 @@ func (w *poolWatch) read(now time.Time) []events.Event {
 	defer w.mu.Unlock()
 	for k, minor := range w.found {
 		delete(w.found, k)
-		w.watched[k] = &watchedPool{last: -1}
+		wp := &watchedPool{last: -1}
+		w.watched[k] = wp
 		if w.resolve(k, minor, now) != nil {
 			delete(w.watched, k)
 			w.failed[k] = true
+			continue
 		}
+		w.share(k, wp, minor, now)
 	}
 	defer w.syncBPF()
 	var out []events.Event
 	for k, wp := range w.watched {
-		if now.Sub(wp.resolved) >= poolRecheck && w.resolve(k, 0, now) != nil {
-			delete(w.watched, k)
-			continue
+		if now.Sub(wp.resolved) >= poolRecheck {
+			var err error
+			if wp.shared != 0 {
+				err = w.resolveShared(k, wp, 0, now)
+			} else {
+				err = w.resolve(k, 0, now)
+			}
+			if err != nil {
+				delete(w.watched, k)
+				continue
+			}
 		}
 		n, err := wp.pool.Len()
 		if err != nil {
@@ -201,16 +216,25 @@ func (w *poolWatch) read(now time.Time) []events.Event {
 	return out
 }
 
+// reader is the process's pymem reader; minor 0 takes the one made.
+func (w *poolWatch) reader(pid, minor int) (*pymem.Reader, error) {
+	if r := w.readers[pid]; r != nil {
+		return r, nil
+	}
+	r, err := pymem.NewReader(pid, minor)
+	if err != nil {
+		return nil, err
+	}
+	w.readers[pid] = r
+	return r, nil
+}
+
 // resolve (re)reads what a queue's length is kept in; minor 0 reuses the
 // process's reader.
 func (w *poolWatch) resolve(k poolKey, minor int, now time.Time) error {
-	r := w.readers[k.pid]
-	if r == nil {
-		var err error
-		if r, err = pymem.NewReader(k.pid, minor); err != nil {
-			return err
-		}
-		w.readers[k.pid] = r
+	r, err := w.reader(k.pid, minor)
+	if err != nil {
+		return err
 	}
 	p, err := r.Pool(k.addr)
 	if err != nil {

@@ -113,6 +113,7 @@ func Open(cfg Config) (*Session, error) {
 			}
 			return objs.Pools.Put(pid, bpf.PoolWord{Addr: p.addr, Max: p.max, State: p.state})
 		})
+		sess.pools.procRoot, sess.pools.peers = cfg.ProcRoot, sess.otherTargets
 	}
 	return sess, nil
 }
@@ -427,6 +428,19 @@ func (s *Session) SetStepThread(pid int, tid uint32) {
 	if s.pools != nil {
 		s.pools.setStepThread(pid, tid)
 	}
+}
+
+// otherTargets are the targets still running other than pid.
+func (s *Session) otherTargets(pid int) []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []int
+	for p, t := range s.targets {
+		if p != pid && !t.exited {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // pythonMinor is the CPython minor version of a target, 0 if unknown.

@@ -220,3 +220,21 @@ func (p *Pool) StateWord() (addr uint64, ok bool) {
 	}
 	return p.addr + dequeState, true
 }
+
+// SemaphorePool is a multiprocessing queue's semaphore as another process
+// that maps it sees it: addr is where the sem_t lies in this Reader's
+// process (the queue object itself is in the process that resolved it),
+// maxvalue the queue's maximum. It reads once before returning.
+func (r *Reader) SemaphorePool(addr uint64, maxvalue int64) (*Pool, error) {
+	if err := objAddr(addr); err != nil {
+		return nil, fmt.Errorf("pymem: semaphore at %#x: %w", addr, err)
+	}
+	if maxvalue <= 0 {
+		return nil, fmt.Errorf("pymem: semaphore at %#x: maximum %d", addr, maxvalue)
+	}
+	p := &Pool{Kind: KindMPQueue, Type: "semaphore", r: r, obj: addr, addr: addr, maxvalue: maxvalue}
+	if _, err := p.length(); err != nil {
+		return nil, fmt.Errorf("pymem: semaphore at %#x: %w", addr, err)
+	}
+	return p, nil
+}

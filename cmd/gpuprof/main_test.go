@@ -301,12 +301,16 @@ func TestPythonPipelines(t *testing.T) {
 			mode, procs := strings.CutPrefix(run, "procs-")
 			t.Run(name+"/"+run, func(t *testing.T) {
 				args := []string{"--mode", mode, "--steps", "150"}
+				flags := []string{"--record", filepath.Join(t.TempDir(), "trace.jsonl.gz")}
 				call := "queue.Queue.get"
 				if procs {
+					// The engine processes too: a full queue's blocked
+					// puts are theirs, and name its semaphore.
 					args, call = append(args, "--procs"), "multiprocessing.Queue.get"
+					flags = append(flags, "--children")
 				}
-				trace := filepath.Join(t.TempDir(), "trace.jsonl.gz")
-				truth, steps, r := attachToPipeline(t, python, args, "--record", trace)
+				truth, steps, r := attachToPipeline(t, python, args, flags...)
+				trace := flags[1]
 				if mode == "infer" {
 					// The trainer waits to get samples, which names its
 					// pool before its steps are found; where it does not,
@@ -320,14 +324,7 @@ func TestPythonPipelines(t *testing.T) {
 				if !strings.Contains(r.stdout, verdicts[mode]) {
 					t.Errorf("verdict for the %s-bound run: want %q in\n%s", mode, verdicts[mode], r.stdout)
 				}
-				required := []string{"period", "compute_time", "dispatch_wait", "data_time"}
-				if !procs || mode == "infer" {
-					// A pool is found by a get or put that blocked on it:
-					// with engine processes and a full pool, the blocked
-					// puts are in the engines' processes, and the trainer's
-					// gets do not block (unless the pipe is slow).
-					required = append(required, "pool")
-				}
+				required := []string{"period", "compute_time", "dispatch_wait", "data_time", "pool"}
 				if !procs {
 					// No --batch-size: the batch is the items the step
 					// took from the queue.Queue (its deque's counter).

@@ -1,0 +1,128 @@
+package probes
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpuprof/gpuprof/pymem"
+)
+
+// A multiprocessing queue's length is kept in a POSIX semaphore in shared
+// memory, mapped by every process that uses the queue. Engine processes
+// that block putting into a full queue name it in their own memory; the
+// trainer, whose gets do not block when the queue is full, never does. So
+// once a semaphore is resolved in one process, the other targets that map
+// the same file (by device and inode) get it as their pool too, at their
+// own address.
+
+// mapping is one line of /proc/PID/maps, for a file-backed region.
+type mapping struct {
+	start, end, offset uint64
+	dev                string
+	inode              uint64
+}
+
+func readMappings(procRoot string, pid int) ([]mapping, error) {
+	f, err := os.Open(filepath.Join(procRoot, strconv.Itoa(pid), "maps"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []mapping
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		inode, err := strconv.ParseUint(fields[4], 10, 64)
+		if err != nil || inode == 0 {
+			continue
+		}
+		lo, hi, _ := strings.Cut(fields[0], "-")
+		var m mapping
+		var e1, e2, e3 error
+		m.start, e1 = strconv.ParseUint(lo, 16, 64)
+		m.end, e2 = strconv.ParseUint(hi, 16, 64)
+		m.offset, e3 = strconv.ParseUint(fields[2], 16, 64)
+		if e1 != nil || e2 != nil || e3 != nil {
+			continue
+		}
+		m.dev, m.inode = fields[3], inode
+		out = append(out, m)
+	}
+	return out, sc.Err()
+}
+
+// translate finds where the file bytes mapped at addr in one process's
+// mappings are mapped in another's.
+func translate(addr uint64, from, to []mapping) (uint64, bool) {
+	for _, m := range from {
+		if addr < m.start || addr >= m.end {
+			continue
+		}
+		off := m.offset + (addr - m.start)
+		for _, t := range to {
+			if t.dev == m.dev && t.inode == m.inode && off >= t.offset && off < t.offset+(t.end-t.start) {
+				return t.start + (off - t.offset), true
+			}
+		}
+		return 0, false
+	}
+	return 0, false
+}
+
+// share gives the other targets that map a resolved multiprocessing
+// queue's semaphore that semaphore as a pool. Called with w.mu held.
+func (w *poolWatch) share(k poolKey, wp *watchedPool, minor int, now time.Time) {
+	if w.peers == nil || wp.pool.Kind != pymem.KindMPQueue {
+		return
+	}
+	addr, max := wp.pool.Word()
+	from, err := readMappings(w.procRoot, k.pid)
+	if err != nil {
+		return
+	}
+	for _, pid := range w.peers(k.pid) {
+		to, err := readMappings(w.procRoot, pid)
+		if err != nil {
+			continue
+		}
+		at, ok := translate(addr, from, to)
+		if !ok {
+			continue
+		}
+		pk := poolKey{pid, at}
+		if _, seen := w.watched[pk]; seen {
+			continue
+		}
+		sp := &watchedPool{last: -1, shared: int64(max)}
+		if err := w.resolveShared(pk, sp, minor, now); err != nil {
+			continue
+		}
+		w.watched[pk] = sp
+		if w.putInto[pid] == 0 {
+			// The engines' blocked puts are puts into this process's pool.
+			w.putInto[pid] = at
+		}
+	}
+}
+
+// resolveShared (re)reads a shared semaphore in the process that maps it.
+func (w *poolWatch) resolveShared(k poolKey, wp *watchedPool, minor int, now time.Time) error {
+	r, err := w.reader(k.pid, minor)
+	if err != nil {
+		return err
+	}
+	p, err := r.SemaphorePool(k.addr, wp.shared)
+	if err != nil {
+		return fmt.Errorf("shared pool: %w", err)
+	}
+	wp.pool, wp.resolved = p, now
+	return nil
+}
