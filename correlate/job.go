@@ -23,6 +23,7 @@ type ProcessPace struct {
 	WaitKnown    bool // Python waits were probed in the process
 	DataTime     float64
 	ComputeTime  float64
+	Samples      float64 // items taken from its pool a step; 0 where not counted
 	Bottleneck   string
 }
 
@@ -46,7 +47,7 @@ func DiagnoseJob(runs []ProcessRun) (Job, bool) {
 		}
 		v := Diagnose(s)
 		p := ProcessPace{PID: r.PID, Steps: s.Steps, StepsPerSec: 1 / s.WallTime.P50, StepTime: s.StepTime.P50,
-			DispatchWait: s.DispatchWait.P50, WaitKnown: s.DispatchWait.N > 0, DataTime: s.DataTime.P50, ComputeTime: s.ComputeTime.P50, Bottleneck: v.Bottleneck}
+			DispatchWait: s.DispatchWait.P50, WaitKnown: s.DispatchWait.N > 0, DataTime: s.DataTime.P50, ComputeTime: s.ComputeTime.P50, Samples: s.Samples.P50, Bottleneck: v.Bottleneck}
 		j.Processes = append(j.Processes, p)
 		if wall := s.WallTime.P50; slow == 0 || wall > slow {
 			slow, j.Slowest, j.Verdict = wall, r.PID, v

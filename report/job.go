@@ -13,13 +13,17 @@ import (
 func WriteJob(w io.Writer, j correlate.Job) {
 	fmt.Fprintf(w, "\njob: %d processes with steps\n", len(j.Processes))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "pid\tsteps\tsteps/s\tstep_time\tdispatch_wait\tdata_time\tcompute_time\t bottleneck")
+	fmt.Fprintln(tw, "pid\tsteps\tsteps/s\tsamples/step\tstep_time\tdispatch_wait\tdata_time\tcompute_time\t bottleneck")
 	for _, p := range j.Processes {
 		wait := "-"
 		if p.WaitKnown {
 			wait = Duration(p.DispatchWait)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%.1f\t%s\t%s\t%s\t%s\t %s\n", p.PID, p.Steps, p.StepsPerSec, Duration(p.StepTime),
+		samples := "-"
+		if p.Samples > 0 {
+			samples = fmt.Sprintf("%.0f", p.Samples)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%.1f\t%s\t%s\t%s\t%s\t%s\t %s\n", p.PID, p.Steps, p.StepsPerSec, samples, Duration(p.StepTime),
 			wait, Duration(p.DataTime), Duration(p.ComputeTime), p.Bottleneck)
 	}
 	tw.Flush()

@@ -16,6 +16,9 @@ side of it, which cancels a pipeline that speeds up or slows down over the
 run; the median of those ratios is the result, with a 95% bootstrap interval.
 The same statistic taken between "off" windows alone is printed as the run's
 noise floor: an "on" result inside it is no measurable slowdown.
+
+GPUPROF_CPUS=LIST runs gpuprof under taskset -c LIST, away from the
+pipeline's cores, to tell its own CPU use apart from its probes' cost.
 """
 import json, os, random, statistics, subprocess, sys, tempfile, time
 
@@ -47,7 +50,8 @@ spans = []  # (state, start_ns, end_ns)
 for i in range(alternations):
     t0 = time.monotonic_ns(); time.sleep(secs); spans.append(("off", t0, time.monotonic_ns()))
     t0 = time.monotonic_ns()
-    subprocess.run([gpuprof, "attach", "--pid", str(pipe.pid), "-d", f"{secs}s", "-q"] + extra,
+    pin = ["taskset", "-c", os.environ["GPUPROF_CPUS"]] if os.environ.get("GPUPROF_CPUS") else []
+    subprocess.run(pin + [gpuprof, "attach", "--pid", str(pipe.pid), "-d", f"{secs}s", "-q"] + extra,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
     spans.append(("on", t0, time.monotonic_ns()))
 t0 = time.monotonic_ns(); time.sleep(secs); spans.append(("off", t0, time.monotonic_ns()))
