@@ -56,9 +56,15 @@ func Diagnose(s Summary) Verdict {
 		v.Evidence = append(v.Evidence, poolText(s))
 	}
 	capsKnown := s.InferCapacity.N > 0 && s.TrainCapacity.N > 0
+	// A pool that never runs dry while training hardly waits is the seed's
+	// "pool grows": training-bound, whatever the capacity estimates say.
+	stocked := s.Pool.N > 0 && s.Pool.P10 > 0 && (!waitKnown || share < nearShare)
 	if capsKnown {
 		i, t := s.InferCapacity.P50, s.TrainCapacity.P50
 		v.Evidence = append(v.Evidence, fmt.Sprintf("I = %.1f/s (inference capacity), T = %.1f/s (training capacity)", i, t))
+	}
+	if capsKnown && !stocked {
+		i, t := s.InferCapacity.P50, s.TrainCapacity.P50
 		switch {
 		case math.Abs(i-t) <= capacityTie*math.Max(i, t):
 			v.Bottleneck = "balanced (I ≈ T)"

@@ -60,3 +60,19 @@ func TestDispatchOnIsTheLoopsWait(t *testing.T) {
 		t.Errorf("evidence %q: want the steps' queue.Queue.get", got)
 	}
 }
+
+// TestStockedPoolIsTrainingBound: a pool that never runs dry while
+// training does not wait is training-bound, even when the capacity
+// estimates come out close.
+func TestStockedPoolIsTrainingBound(t *testing.T) {
+	s := Summary{Steps: 100, WallTime: d(0.0144), StepTime: d(0.0143), DispatchWait: d(0), DataTime: d(0.0122),
+		ComputeTime: d(0.00103), InferCapacity: d(390), TrainCapacity: d(344), Pool: d(256), PoolKind: "queue.Queue"}
+	if v := Diagnose(s); v.Bottleneck != "training: data loading / transfer" {
+		t.Errorf("bottleneck %q, want training: data loading", v.Bottleneck)
+	}
+	// The same capacities with a pool that runs dry: I ≈ T.
+	s.Pool = Dist{N: 100, P10: 0, P50: 1, P90: 3}
+	if v := Diagnose(s); v.Bottleneck != "balanced (I ≈ T)" {
+		t.Errorf("bottleneck %q with a pool that runs dry, want balanced (I ≈ T)", v.Bottleneck)
+	}
+}

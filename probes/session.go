@@ -354,6 +354,7 @@ var ErrTargetsExited = errors.New("every target process exited")
 func (s *Session) Run(ctx context.Context, sink Sink) error {
 	var rec ringbuf.Record
 	var batch []events.Event
+	exiting := false
 	if s.pools != nil && s.cfg.PoolInterval > 0 {
 		poolCtx, stop := context.WithCancel(ctx)
 		defer stop()
@@ -413,6 +414,13 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 			sink(batch, attached)
 		}
 		if s.allExited() {
+			if !exiting {
+				// One more pass: what the targets wrote between this
+				// pass's last read and their exit is still in the ring
+				// buffer (a job's last step, for one).
+				exiting = true
+				continue
+			}
 			return ErrTargetsExited
 		}
 		if ctx.Err() != nil {
