@@ -163,10 +163,10 @@ type Result struct {
 
 // Pass reports whether the steps line up one to one and every required
 // field is within tolerance.
-func (r Result) Pass() bool {
-	if !r.OneToOne {
-		return false
-	}
+func (r Result) Pass() bool { return r.OneToOne && r.FieldsPass() }
+
+// FieldsPass reports whether every required field is within tolerance.
+func (r Result) FieldsPass() bool {
 	for _, f := range r.Fields {
 		if f.Required && !f.Pass {
 			return false
