@@ -334,12 +334,7 @@ func (b *builder) measureWaits(s *Step, waits []item, writes []uint64, dataEnd, 
 		}
 		longest[w.what] += d
 	}
-	var most uint64
-	for what, d := range longest {
-		if d > most || (d == most && what < s.WaitedOn) {
-			s.WaitedOn, most = what, d
-		}
-	}
+	s.WaitedOn, _ = largest(longest)
 	s.StepTime = s.WallTime - s.DispatchWait - s.LeadIn
 	if dataEnd > begin && dataEnd <= s.EndNS {
 		s.DataTime = seconds(dataEnd - begin - dispatchBeforeData)

@@ -1,6 +1,7 @@
 package correlate
 
 import (
+	"cmp"
 	"slices"
 	"sort"
 
@@ -246,12 +247,7 @@ func (c *Correlator) Summary() Summary {
 	out.WallTime, out.DispatchWait, out.DataTime = dist(s.wallT), dist(s.dispatch), dist(s.dataT)
 	out.FetchTime, out.TrainCapacity, out.InferCapacity = dist(s.fetchT), dist(s.trainCap), dist(s.inferCap)
 	out.Pool, out.PoolKind, out.Samples = dist(s.pool), s.poolKind, dist(s.samples)
-	most := 0.0
-	for what, d := range s.dispatchOn {
-		if d > most || d == most && what < out.DispatchOn {
-			out.DispatchOn, most = what, d
-		}
-	}
+	out.DispatchOn, _ = largest(s.dispatchOn)
 	out.Engines = c.Engines()
 	for _, u := range s.user {
 		out.User = append(out.User, *u)
@@ -267,12 +263,7 @@ func (c *Correlator) Summary() Summary {
 		}
 		return a.TID < b.TID || a.TID == b.TID && a.What < b.What
 	})
-	best := -1
-	for src, n := range s.sources {
-		if n > best || (n == best && src < out.ComputeSource) {
-			out.ComputeSource, best = src, n
-		}
-	}
+	out.ComputeSource, _ = largest(s.sources)
 	for _, t := range s.threads {
 		out.Threads = append(out.Threads, *t)
 	}
@@ -284,4 +275,17 @@ func (c *Correlator) Summary() Summary {
 		return a.TID < b.TID
 	})
 	return out
+}
+
+// largest is the key with the largest value, the smallest such key on a
+// tie (so that summaries do not depend on map order); ok is false for an
+// empty map.
+func largest[K, V cmp.Ordered](m map[K]V) (k K, ok bool) {
+	var best V
+	for key, v := range m {
+		if !ok || v > best || v == best && key < k {
+			k, best, ok = key, v, true
+		}
+	}
+	return k, ok
 }
