@@ -57,6 +57,9 @@ type poolWatch struct {
 	putInto map[int]uint64     // pid -> the queue a put last waited on
 	step    map[int]uint32     // pid -> its step thread
 	inBPF   map[uint32]bpfPool // by pid
+	// changed says the pools or what picks among them changed since the
+	// BPF map was last brought in line: only then is it (syncBPF).
+	changed bool
 	// setWord puts (or, addr 0, deletes) a process's pool words in the BPF
 	// map.
 	setWord func(pid uint32, p bpfPool) error
@@ -88,7 +91,9 @@ func newPoolWatch(setWord func(pid uint32, p bpfPool) error) *poolWatch {
 func (w *poolWatch) setStepThread(pid int, tid uint32) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.step[pid] = tid
+	if w.step[pid] != tid {
+		w.step[pid], w.changed = tid, true
+	}
 }
 
 // pick is the queue a process's step thread takes samples from (while it
@@ -114,9 +119,10 @@ func (w *poolWatch) pick(pid int, tid uint32) (*watchedPool, bool) {
 
 // syncBPF brings the BPF map in line with each process's pool.
 func (w *poolWatch) syncBPF() {
-	if w.setWord == nil {
+	if w.setWord == nil || !w.changed {
 		return
 	}
+	w.changed = false
 	want := map[uint32]bpfPool{}
 	for k := range w.watched {
 		if _, done := want[uint32(k.pid)]; done {
@@ -127,14 +133,24 @@ func (w *poolWatch) syncBPF() {
 		}
 	}
 	for pid, p := range want {
-		if w.inBPF[pid] != p && w.setWord(pid, p) == nil {
-			w.inBPF[pid] = p
+		if w.inBPF[pid] == p {
+			continue
 		}
+		if w.setWord(pid, p) != nil {
+			w.changed = true // try again at the next reading
+			continue
+		}
+		w.inBPF[pid] = p
 	}
 	for pid := range w.inBPF {
-		if _, ok := want[pid]; !ok && w.setWord(pid, bpfPool{}) == nil {
-			delete(w.inBPF, pid)
+		if _, ok := want[pid]; ok {
+			continue
 		}
+		if w.setWord(pid, bpfPool{}) != nil {
+			w.changed = true
+			continue
+		}
+		delete(w.inBPF, pid)
 	}
 }
 
@@ -160,10 +176,10 @@ func (w *poolWatch) note(e *events.Event, minor int) {
 			w.found[k] = minor
 		}
 		if strings.HasSuffix(f.Func, "put") {
-			w.putInto[k.pid] = k.addr
+			w.changed = update(w.putInto, k.pid, k.addr) || w.changed
 		} else {
-			w.gotBy[uint64(e.PID)<<32|uint64(e.TID)] = k.addr
-			w.gotAny[k.pid] = k.addr
+			w.changed = update(w.gotBy, uint64(e.PID)<<32|uint64(e.TID), k.addr) || w.changed
+			w.changed = update(w.gotAny, k.pid, k.addr) || w.changed
 		}
 		w.mu.Unlock()
 	}
@@ -182,6 +198,7 @@ func (w *poolWatch) read(now time.Time) []events.Event {
 			w.failed[k] = true
 			continue
 		}
+		w.changed = true
 		w.share(k, wp, minor, now)
 	}
 	defer w.syncBPF()
@@ -194,6 +211,7 @@ func (w *poolWatch) read(now time.Time) []events.Event {
 			} else {
 				err = w.resolve(k, 0, now)
 			}
+			w.changed = true // resolved anew, or gone
 			if err != nil {
 				delete(w.watched, k)
 				continue
@@ -202,6 +220,7 @@ func (w *poolWatch) read(now time.Time) []events.Event {
 		n, err := wp.pool.Len()
 		if err != nil {
 			delete(w.watched, k)
+			w.changed = true
 			continue
 		}
 		if n == wp.last && now.Sub(wp.sent) < poolResend {
@@ -260,4 +279,13 @@ func (w *poolWatch) run(ctx context.Context, interval time.Duration, out func([]
 			}
 		}
 	}
+}
+
+// update sets m[k] to v and says whether that changed it.
+func update[K comparable, V comparable](m map[K]V, k K, v V) bool {
+	if old, ok := m[k]; ok && old == v {
+		return false
+	}
+	m[k] = v
+	return true
 }

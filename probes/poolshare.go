@@ -106,6 +106,7 @@ func (w *poolWatch) share(k poolKey, wp *watchedPool, minor int, now time.Time) 
 			continue
 		}
 		w.watched[pk] = sp
+		w.changed = true
 		if w.putInto[pid] == 0 {
 			// The engines' blocked puts are puts into this process's pool.
 			w.putInto[pid] = at
