@@ -1,12 +1,7 @@
 package probes
 
 import (
-	"bufio"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gpuprof/gpuprof/pymem"
@@ -20,45 +15,6 @@ import (
 // the same file (by device and inode) get it as their pool too, at their
 // own address.
 
-// mapping is one line of /proc/PID/maps, for a file-backed region.
-type mapping struct {
-	start, end, offset uint64
-	dev                string
-	inode              uint64
-}
-
-func readMappings(procRoot string, pid int) ([]mapping, error) {
-	f, err := os.Open(filepath.Join(procRoot, strconv.Itoa(pid), "maps"))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []mapping
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		inode, err := strconv.ParseUint(fields[4], 10, 64)
-		if err != nil || inode == 0 {
-			continue
-		}
-		lo, hi, _ := strings.Cut(fields[0], "-")
-		var m mapping
-		var e1, e2, e3 error
-		m.start, e1 = strconv.ParseUint(lo, 16, 64)
-		m.end, e2 = strconv.ParseUint(hi, 16, 64)
-		m.offset, e3 = strconv.ParseUint(fields[2], 16, 64)
-		if e1 != nil || e2 != nil || e3 != nil {
-			continue
-		}
-		m.dev, m.inode = fields[3], inode
-		out = append(out, m)
-	}
-	return out, sc.Err()
-}
-
 // translate finds where the file bytes mapped at addr in one process's
 // mappings are mapped in another's.
 func translate(addr uint64, from, to []mapping) (uint64, bool) {
@@ -68,7 +24,7 @@ func translate(addr uint64, from, to []mapping) (uint64, bool) {
 		}
 		off := m.offset + (addr - m.start)
 		for _, t := range to {
-			if t.dev == m.dev && t.inode == m.inode && off >= t.offset && off < t.offset+(t.end-t.start) {
+			if m.inode != 0 && t.dev == m.dev && t.inode == m.inode && off >= t.offset && off < t.offset+(t.end-t.start) {
 				return t.start + (off - t.offset), true
 			}
 		}
@@ -84,12 +40,12 @@ func (w *poolWatch) share(k poolKey, wp *watchedPool, minor int, now time.Time) 
 		return
 	}
 	addr, max := wp.pool.Word()
-	from, err := readMappings(w.procRoot, k.pid)
+	from, err := readMaps(w.procRoot, k.pid)
 	if err != nil {
 		return
 	}
 	for _, pid := range w.peers(k.pid) {
-		to, err := readMappings(w.procRoot, pid)
+		to, err := readMaps(w.procRoot, pid)
 		if err != nil {
 			continue
 		}

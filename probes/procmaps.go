@@ -26,48 +26,80 @@ func (f MappedFile) Base() string { return filepath.Base(f.Path) }
 // ExecutableFiles lists the files PID maps executable, in order of first
 // mapping. procRoot is normally "/proc"; tests point it at fixtures.
 func ExecutableFiles(procRoot string, pid int) ([]MappedFile, error) {
-	path := filepath.Join(procRoot, strconv.Itoa(pid), "maps")
-	f, err := os.Open(path)
+	maps, err := readMaps(procRoot, pid)
 	if err != nil {
-		return nil, fmt.Errorf("read maps of PID %d: %w", pid, err)
+		return nil, err
 	}
-	defer f.Close()
 	seen := map[string]bool{}
 	var files []MappedFile
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		m, ok := parseMapsLine(sc.Text())
-		if !ok || m.Inode == 0 || !strings.HasPrefix(m.Path, "/") {
+	for _, m := range maps {
+		if len(m.perms) < 3 || m.perms[2] != 'x' || m.inode == 0 || !strings.HasPrefix(m.path, "/") {
 			continue
 		}
-		if seen[m.Key()] {
+		f := MappedFile{Path: m.path, Dev: m.dev, Inode: m.inode}
+		if seen[f.Key()] {
 			continue
 		}
-		seen[m.Key()] = true
-		m.HostPath = filepath.Join(procRoot, strconv.Itoa(pid), "root", m.Path)
-		files = append(files, m)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read maps of PID %d: %w", pid, err)
+		seen[f.Key()] = true
+		f.HostPath = filepath.Join(procRoot, strconv.Itoa(pid), "root", f.Path)
+		files = append(files, f)
 	}
 	return files, nil
 }
 
-// parseMapsLine reads one line of /proc/PID/maps, keeping executable file
-// mappings:
+// mapping is one line of /proc/PID/maps:
 //
 //	7f3a1c000000-7f3a1c021000 r-xp 00001000 fd:01 1234567 /usr/lib/libfoo.so (deleted)
-func parseMapsLine(line string) (MappedFile, bool) {
-	fields := strings.Fields(line)
-	if len(fields) < 6 || len(fields[1]) < 3 || fields[1][2] != 'x' {
-		return MappedFile{}, false
-	}
-	inode, err := strconv.ParseUint(fields[4], 10, 64)
+type mapping struct {
+	start, end, offset uint64
+	perms, dev, path   string // path without " (deleted)"; "" for anonymous memory
+	inode              uint64
+}
+
+// holds says whether the mapping is of the file f.
+func (m mapping) holds(f MappedFile) bool { return m.dev == f.Dev && m.inode == f.Inode }
+
+// readMaps reads every line of /proc/PID/maps.
+func readMaps(procRoot string, pid int) ([]mapping, error) {
+	f, err := os.Open(filepath.Join(procRoot, strconv.Itoa(pid), "maps"))
 	if err != nil {
-		return MappedFile{}, false
+		return nil, fmt.Errorf("read maps of PID %d: %w", pid, err)
 	}
-	path := strings.Join(fields[5:], " ")
-	path = strings.TrimSuffix(path, " (deleted)")
-	return MappedFile{Path: path, Dev: fields[3], Inode: inode}, true
+	defer f.Close()
+	var out []mapping
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		if m, ok := parseMapsLine(sc.Text()); ok {
+			out = append(out, m)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read maps of PID %d: %w", pid, err)
+	}
+	return out, nil
+}
+
+func parseMapsLine(line string) (mapping, bool) {
+	fields := strings.Fields(line)
+	if len(fields) < 5 {
+		return mapping{}, false
+	}
+	lo, hi, _ := strings.Cut(fields[0], "-")
+	var m mapping
+	var errs [4]error
+	m.start, errs[0] = strconv.ParseUint(lo, 16, 64)
+	m.end, errs[1] = strconv.ParseUint(hi, 16, 64)
+	m.offset, errs[2] = strconv.ParseUint(fields[2], 16, 64)
+	m.inode, errs[3] = strconv.ParseUint(fields[4], 10, 64)
+	for _, err := range errs {
+		if err != nil {
+			return mapping{}, false
+		}
+	}
+	m.perms, m.dev = fields[1], fields[3]
+	if len(fields) > 5 {
+		m.path = strings.TrimSuffix(strings.Join(fields[5:], " "), " (deleted)")
+	}
+	return m, true
 }

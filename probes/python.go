@@ -1,10 +1,8 @@
 package probes
 
 import (
-	"bufio"
 	"debug/elf"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -214,20 +212,14 @@ func dataSymbol(path, name string) (uint64, error) {
 // start of its mapping at file offset 0, less the first load segment's
 // page-aligned address (0 for shared objects and PIE executables).
 func loadBias(procRoot string, pid int, mf MappedFile) (uint64, error) {
-	fh, err := os.Open(filepath.Join(procRoot, strconv.Itoa(pid), "maps"))
+	maps, err := readMaps(procRoot, pid)
 	if err != nil {
 		return 0, err
 	}
-	defer fh.Close()
 	var start uint64
-	sc := bufio.NewScanner(fh)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 6 || fields[2] != "00000000" || fields[3] != mf.Dev || fields[4] != strconv.FormatUint(mf.Inode, 10) {
-			continue
-		}
-		lo, _, _ := strings.Cut(fields[0], "-")
-		if start, err = strconv.ParseUint(lo, 16, 64); err == nil {
+	for _, m := range maps {
+		if m.offset == 0 && m.holds(mf) {
+			start = m.start
 			break
 		}
 	}
