@@ -354,6 +354,7 @@ var ErrTargetsExited = errors.New("every target process exited")
 func (s *Session) Run(ctx context.Context, sink Sink) error {
 	var rec ringbuf.Record
 	var batch []events.Event
+	var pooled []uint32
 	exiting := false
 	if s.pools != nil && s.cfg.PoolInterval > 0 {
 		poolCtx, stop := context.WithCancel(ctx)
@@ -395,6 +396,9 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 				break // keep batches bounded under a burst
 			}
 		}
+		if s.pools != nil {
+			s.pools.sawBPFReadings(pidsWithPool(batch, &pooled), time.Now())
+		}
 		// Markers from the last cycle sort in among the events that were
 		// still in the ring buffer when they were made.
 		s.mu.Lock()
@@ -427,6 +431,18 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 			return nil
 		}
 	}
+}
+
+// pidsWithPool are the processes of batch's events that carry a BPF pool
+// reading, into buf.
+func pidsWithPool(batch []events.Event, buf *[]uint32) []uint32 {
+	*buf = (*buf)[:0]
+	for i := range batch {
+		if batch[i].Pool != 0 && !slices.Contains(*buf, batch[i].PID) {
+			*buf = append(*buf, batch[i].PID)
+		}
+	}
+	return *buf
 }
 
 // SetStepThread says which thread of a target runs its training loop: its

@@ -180,12 +180,35 @@ func attachToPipeline(t *testing.T, python string, args []string, flags ...strin
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { py.Process.Kill(); py.Wait() })
+	keepOnFailure(t, append([]string{truth, steps}, flags...)...)
 	time.Sleep(300 * time.Millisecond)
 	r = gpuprof(t, append([]string{"attach", "-q", "--pid", itoa(py.Process.Pid), "--jsonl", steps}, flags...)...)
 	if r.code != 0 {
 		t.Fatalf("attach: %+v", r)
 	}
 	return truth, steps, r
+}
+
+// keepOnFailure copies those of files that exist into the directory
+// $GPUPROF_TEST_KEEP if the test fails, for a rare failure to be looked
+// into (flags may hold other things than files: they are skipped).
+func keepOnFailure(t *testing.T, files ...string) {
+	dir := os.Getenv("GPUPROF_TEST_KEEP")
+	if dir == "" {
+		return
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		to := filepath.Join(dir, strings.NewReplacer("/", "_").Replace(t.Name())+"-"+time.Now().Format("150405.000"))
+		for _, f := range files {
+			if b, err := os.ReadFile(f); err == nil && os.MkdirAll(to, 0o755) == nil {
+				os.WriteFile(filepath.Join(to, filepath.Base(f)), b, 0o644)
+			}
+		}
+		t.Logf("kept %v in %s", files, to)
+	})
 }
 
 func TestAttachMatchesDemoLog(t *testing.T) {

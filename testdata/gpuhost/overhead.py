@@ -2,10 +2,13 @@
 without, alternating in one run so that drift and warm-up cancel.
 
   python3 testdata/gpuhost/overhead.py WORKLOAD_DIR GPUPROF MODE [ALTERNATIONS [SECONDS [ATTACH FLAGS...]]]
+      [--config NAME=FLAGS]... [--gpuprof-cpus LIST] [--job-cpus LIST]
 
 Runs spec_pipeline.py in MODE; once it has trained 100 steps, alternates
-windows of SECONDS: off, on, off, on, ..., off (ALTERNATIONS "on" windows,
-each between two "off" ones). "On" runs gpuprof attach for the window.
+windows of SECONDS: off, on, off, on, ..., off. "On" runs gpuprof attach for
+the window. With several --config, the "on" windows take them in turn
+(off, A, off, B, off, A, ...), each ALTERNATIONS times, so that every
+configuration is measured in the same run under the same conditions.
 Each window leaves out 0.5 s at both ends (attach, detach) and reports the
 truth file's steps ending in it per second, and their median step_time.
 "Steady" leaves out the first LEARN seconds of each "on" window as well:
@@ -17,21 +20,37 @@ run; the median of those ratios is the result, with a 95% bootstrap interval.
 The same statistic taken between "off" windows alone is printed as the run's
 noise floor: an "on" result inside it is no measurable slowdown.
 
-GPUPROF_CPUS=LIST runs gpuprof under taskset -c LIST, away from the
-pipeline's cores, to tell its own CPU use apart from its probes' cost.
+Each window also reports the CPU the job used (user and system, from
+/proc/PID/stat: a uprobe's trap and BPF program count as the job's system
+time) and, for "on" windows, the CPU gpuprof itself used. --gpuprof-cpus
+runs gpuprof under taskset, --job-cpus the pipeline, to keep them apart.
 """
-import json, os, random, statistics, subprocess, sys, tempfile, time
+import argparse, json, os, random, statistics, subprocess, sys, tempfile, time
 
-w, gpuprof, mode = sys.argv[1:4]
-alternations = int(sys.argv[4]) if len(sys.argv) > 4 else 5
-secs = float(sys.argv[5]) if len(sys.argv) > 5 else 5.0
-extra = sys.argv[6:]
-LEARN = 3.0
+ap = argparse.ArgumentParser()
+ap.add_argument("workload")
+ap.add_argument("gpuprof")
+ap.add_argument("mode")
+ap.add_argument("alternations", nargs="?", type=int, default=5)
+ap.add_argument("seconds", nargs="?", type=float, default=5.0)
+ap.add_argument("--config", action="append", default=[], help="NAME=ATTACH FLAGS (repeat)")
+ap.add_argument("--gpuprof-cpus", default=os.environ.get("GPUPROF_CPUS", ""))
+ap.add_argument("--job-cpus", default="")
+args, extra = ap.parse_known_args()
+configs = [(c.split("=", 1)[0], c.split("=", 1)[1].split() if "=" in c else []) for c in args.config]
+if not configs:
+    configs = [(" ".join(extra) or "default", extra)]
+secs, LEARN = args.seconds, 3.0
+tick = os.sysconf("SC_CLK_TCK")
 tmp = tempfile.mkdtemp()
 truth = os.path.join(tmp, "truth.jsonl")
-steps = int((2 * alternations + 1) * secs * 150) + 2000
-pipe = subprocess.Popen([sys.executable, os.path.join(w, "spec_pipeline.py"), "--mode", mode, "--steps", str(steps),
-                         "--truth", truth, "--start-delay", "0"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+windows = 2 * args.alternations * len(configs) + 1
+steps = int(windows * secs * 150) + 2000
+pin_job = ["taskset", "-c", args.job_cpus] if args.job_cpus else []
+pin_gpuprof = ["taskset", "-c", args.gpuprof_cpus] if args.gpuprof_cpus else []
+pipe = subprocess.Popen(pin_job + [sys.executable, os.path.join(args.workload, "spec_pipeline.py"), "--mode", args.mode,
+                                   "--steps", str(steps), "--truth", truth, "--start-delay", "0"],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def lines():
@@ -42,38 +61,60 @@ def lines():
         return 0
 
 
+def job_cpu():
+    """The job's user and system CPU seconds so far (all its threads)."""
+    with open(f"/proc/{pipe.pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def children_cpu():
+    r = os.times()
+    return r.children_user + r.children_system
+
+
 deadline = time.monotonic() + 120
 while lines() < 100 and time.monotonic() < deadline and pipe.poll() is None:
     time.sleep(0.2)
 
-spans = []  # (state, start_ns, end_ns)
-for i in range(alternations):
-    t0 = time.monotonic_ns(); time.sleep(secs); spans.append(("off", t0, time.monotonic_ns()))
-    t0 = time.monotonic_ns()
-    pin = ["taskset", "-c", os.environ["GPUPROF_CPUS"]] if os.environ.get("GPUPROF_CPUS") else []
-    subprocess.run(pin + [gpuprof, "attach", "--pid", str(pipe.pid), "-d", f"{secs}s", "-q"] + extra,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-    spans.append(("on", t0, time.monotonic_ns()))
-t0 = time.monotonic_ns(); time.sleep(secs); spans.append(("off", t0, time.monotonic_ns()))
-pipe.kill(); pipe.wait()
+spans = []  # (config or "off", start_ns, end_ns, job (user, sys) seconds, gpuprof cpu seconds)
+
+
+def window(name, flags):
+    t0, c0, g0 = time.monotonic_ns(), job_cpu(), children_cpu()
+    if flags is None:
+        time.sleep(secs)
+    else:
+        subprocess.run(pin_gpuprof + [args.gpuprof, "attach", "--pid", str(pipe.pid), "-d", f"{secs}s", "-q"] + flags,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    c1 = job_cpu()
+    spans.append((name, t0, time.monotonic_ns(), (c1[0] - c0[0], c1[1] - c0[1]), children_cpu() - g0))
+
+
+for i in range(args.alternations):
+    for name, flags in configs:
+        window("off", None)
+        window(name, flags)
+window("off", None)
+pipe.kill()
+pipe.wait()
 
 rows = [json.loads(l) for l in open(truth)]
 
 
 def measure(skip_on):
     stats = []
-    for state, a, b in spans:
-        a, b = a + int((skip_on if state == "on" else 0.5) * 1e9), b - 500_000_000
+    for name, a, b, cpu, own in spans:
+        a, b = a + int((skip_on if name != "off" else 0.5) * 1e9), b - 500_000_000
         sel = [r for r in rows if a <= r["t_end_ns"] < b]
         rate = len(sel) / ((b - a) / 1e9)
         st = statistics.median(r["step_time"] for r in sel) if sel else float("nan")
-        stats.append((state, rate, st))
-    rate_ratios, st_ratios = [], []
-    for i, (state, rate, st) in enumerate(stats):
-        if state == "on":
-            rate_ratios.append(rate / ((stats[i - 1][1] + stats[i + 1][1]) / 2))
-            st_ratios.append(st / ((stats[i - 1][2] + stats[i + 1][2]) / 2))
-    return stats, rate_ratios, st_ratios
+        stats.append((name, rate, st))
+    return stats
+
+
+def ratios(stats, name, col):
+    return [x[col] / ((stats[i - 1][col] + stats[i + 1][col]) / 2) for i, x in enumerate(stats) if x[0] == name]
 
 
 def ci(xs, n=2000):
@@ -87,18 +128,22 @@ def pct(x):
     return f"{100 * (x - 1):+.2f}%"
 
 
-for name, skip in (("whole", 0.5), ("steady", LEARN)):
+for (name, a, b, (user, sys_), own), (_, rate, st) in zip(spans, measure(0.5)):
+    wall = (b - a) / 1e9
+    gp = f"  gpuprof cpu {own / wall * 100:5.1f}%" if name != "off" else ""
+    print(f"{name:>10s} {rate:8.2f} steps/s  median step_time {st * 1e3:7.3f} ms  "
+          f"job cpu user {user / wall:5.2f} sys {sys_ / wall:5.2f} cores{gp}")
+for label, skip in (("whole", 0.5), ("steady", LEARN)):
     if secs - skip < 1.5:
         continue
-    stats, rate_ratios, st_ratios = measure(skip)
-    if name == "whole":
-        for state, rate, st in stats:
-            print(f"{state:3s} {rate:8.2f} steps/s  median step_time {st * 1e3:7.3f} ms")
-    r, s = statistics.median(rate_ratios), statistics.median(st_ratios)
-    lo, hi = ci(rate_ratios)
-    print(f"mode {mode} {' '.join(extra)} [{name}]: step rate on/off {r:.4f} ({pct(r)}, 95% CI {pct(lo)}..{pct(hi)}, "
-          f"mean {pct(statistics.mean(rate_ratios))}, n={len(rate_ratios)}); step_time on/off {s:.4f} ({pct(s)})")
-    print(f"  each {' '.join(pct(x) for x in rate_ratios)}")
+    stats = measure(skip)
+    for name, flags in configs:
+        rr, sr = ratios(stats, name, 1), ratios(stats, name, 2)
+        r, s = statistics.median(rr), statistics.median(sr)
+        lo, hi = ci(rr)
+        print(f"mode {args.mode} {name} [{label}]: step rate on/off {r:.4f} ({pct(r)}, 95% CI {pct(lo)}..{pct(hi)}, "
+              f"mean {pct(statistics.mean(rr))}, n={len(rr)}); step_time on/off {s:.4f} ({pct(s)})")
+        print(f"  each {' '.join(pct(x) for x in rr)}")
     # The same statistic between "off" windows (each against its "off"
     # neighbours two windows away) is the noise floor of this run.
     offs = [x for x in stats if x[0] == "off"]
