@@ -65,11 +65,11 @@ type poolWatch struct {
 	failed  map[poolKey]bool
 	readers map[int]*pymem.Reader
 
-	gotBy   map[uint64]uint64  // pid<<32|tid -> the queue the thread last waited to get from
-	gotAny  map[int]uint64     // pid -> the queue any of its threads last waited to get from
-	putInto map[int]uint64     // pid -> the queue a put last waited on
-	step    map[int]uint32     // pid -> its step thread
-	inBPF   map[uint32]bpfPool // by pid
+	gotBy   map[uint64]uint64    // pid<<32|tid -> the queue the thread last waited to get from
+	gotAny  map[int]uint64       // pid -> the queue any of its threads last waited to get from
+	putInto map[int]uint64       // pid -> the queue a put last waited on
+	step    map[int]uint32       // pid -> its step thread
+	inBPF   map[uint32]bpfPool   // by pid
 	bpfRead map[uint32]time.Time // by pid: when an event last carried the BPF programs' reading
 	// changed says the pools or what picks among them changed since the
 	// BPF map was last brought in line: only then is it (syncBPF).
