@@ -621,10 +621,11 @@ int py_lock_return(struct pt_regs *ctx)
 	return 0;
 }
 
-// A thread that waited for a Python lock takes the GIL back next; when
-// another thread holds it, it waits on the GIL's condition variable
-// (pthread_cond_timedwait, in slices of the switch interval). Such waits
-// that follow a reported wait within this are reported as its tail.
+// A thread that waited for a Python lock (or wrote) takes the GIL back
+// next; when another thread holds it, it waits on the GIL's condition
+// variable (pthread_cond_timedwait, in slices of the switch interval).
+// Such waits that follow a reported wait or write within this are
+// reported as its tail.
 #define GIL_FOLLOW_NS 100000
 
 SEC("uprobe.multi")
@@ -682,6 +683,12 @@ int io_write(struct pt_regs *ctx)
 	e->args[0] = PT_REGS_PARM1(ctx);
 	read_pool(e); // the pool as the loop logs the step
 	bpf_ringbuf_submit(e, ringbuf_flags());
+	// _Py_write lets the GIL go around write(2): taking it back when
+	// another thread holds it is still the loop's logging, not the next
+	// step (gil_entry follows it like a wait's tail).
+	struct thread_state *ts = thread_state(0);
+	if (ts)
+		ts->py_wait_end = now;
 	return 0;
 }
 

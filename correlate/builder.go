@@ -146,13 +146,13 @@ func (b *builder) measure() Step {
 		OtherLaunches: b.others, LaunchesCounted: b.complete && !b.byCalls}
 	s.WallTime = seconds(s.EndNS - s.StartNS)
 	var readings, waits []item
-	var writes []uint64
+	var writes [][2]uint64 // start, and end once the GIL is back
 	var firstLaunch, lastSyncAfter, firstCall, computeStart uint64
 	for i := range b.cur {
 		it := &b.cur[i]
 		e := &it.ev
 		if e.Kind == events.KindWrite {
-			writes = append(writes, e.Start)
+			writes = append(writes, [2]uint64{e.Start, e.End})
 			continue
 		}
 		if it.isWait {
@@ -286,12 +286,12 @@ func (b *builder) measurePool(s *Step, r poolRead) {
 // waiting for work to arrive is dispatch wait, taken out of step time.
 // What the thread does between the previous boundary and its first act of
 // this step is the loop's bookkeeping, neither waiting nor working on this
-// step (LeadIn): the step begins at the last write (the loop logging the
-// step it finished) before its first call or wait, and at its first wait
-// if that is a dispatch wait. The data phase runs from the step's beginning
+// step (LeadIn): the step begins after the last write (the loop logging
+// the step it finished, until it had the GIL back) before its first call
+// or wait, and at its first wait if that is a dispatch wait. The data phase runs from the step's beginning
 // to dataEnd (where the measured compute begins), less the dispatch wait in
 // it.
-func (b *builder) measureWaits(s *Step, waits []item, writes []uint64, dataEnd, firstCall uint64) {
+func (b *builder) measureWaits(s *Step, waits []item, writes [][2]uint64, dataEnd, firstCall uint64) {
 	s.WaitsObserved = b.waitsObserved
 	begin := s.StartNS
 	firstAct := firstCall
@@ -299,8 +299,11 @@ func (b *builder) measureWaits(s *Step, waits []item, writes []uint64, dataEnd, 
 		firstAct = waits[0].ev.Start
 	}
 	for _, w := range writes {
-		if w > begin && (firstAct == 0 || w <= firstAct) {
-			begin = w
+		if w[0] > begin && (firstAct == 0 || w[0] <= firstAct) {
+			begin = w[1]
+			if firstAct != 0 {
+				begin = min(begin, firstAct)
+			}
 		}
 	}
 	if len(waits) > 0 && waits[0].wait == WaitDispatch && waits[0].ev.Start > begin &&

@@ -462,6 +462,49 @@ func TestLoggingIsLeadIn(t *testing.T) {
 	}
 }
 
+// TestLoggingGILTailIsLeadIn: a write lets the GIL go, and on a busy GIL
+// the loop takes it back only later: that is still its logging. A GIL wait
+// that does not follow a write (or a wait) closely is nobody's tail.
+func TestLoggingGILTailIsLeadIn(t *testing.T) {
+	tr := newThread(100, 101, 0)
+	gil := func(d uint64) {
+		tr.evs = append(tr.evs, events.Event{Kind: events.KindPyGIL, PID: 100, TID: 101, Start: tr.t, End: tr.t + d})
+		tr.t += d
+	}
+	var leadIn, data []uint64
+	for i := range 40 {
+		tr.idle(240 * us)
+		tr.evs = append(tr.evs, events.Event{Kind: events.KindWrite, PID: 100, TID: 101, Start: tr.t, End: tr.t})
+		lead := 240 * us
+		if tr.idle(8 * us); i%2 == 0 {
+			gil(900 * us)
+			lead += 8*us + 900*us
+		}
+		tr.idle(10 * us)
+		start := tr.t
+		tr.idle(2 * ms)
+		tr.call(t, "cudaMemcpyAsync", 20*us, 0xa000, 0xb000, 4<<20, 1, 0x55)
+		tr.idle(300 * us)
+		gil(200 * us) // long after any write: data time
+		tr.launch(1, 5*us)
+		leadIn, data = append(leadIn, lead), append(data, tr.t-start)
+		tr.timedCompute(t)
+	}
+	_, steps := runPython(t, tr.evs)
+	if len(steps) != 39 {
+		t.Fatalf("%d steps", len(steps))
+	}
+	for i, s := range steps {
+		// the step begins once the GIL is back, else at the write
+		wantData := seconds(data[i+1]) + 10e-6
+		if leadIn[i+1] == 240*us {
+			wantData += 8e-6
+		}
+		within(t, "lead_in", s.LeadIn, seconds(leadIn[i+1]), 1e-9)
+		within(t, "data_time", s.DataTime, wantData, 1e-9)
+	}
+}
+
 func TestOnlyWaitsNoSteps(t *testing.T) {
 	tr := newThread(100, 101, 0)
 	for range 300 {

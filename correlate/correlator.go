@@ -154,14 +154,15 @@ func New(cfg Config) (*Correlator, error) {
 // tail (the BPF side uses the same bound).
 const gilFollow = 100e3
 
-// extendWait adds a GIL wait to the Python wait it follows on its thread:
-// the wait lasted until the thread could run Python code again, as the
-// job's own clock around queue.get() sees it.
+// extendWait adds a GIL wait to the Python wait or write it follows on its
+// thread: the wait lasted until the thread could run Python code again, as
+// the job's own clock around queue.get() sees it; a loop's logging write
+// ends once the loop runs on (on a busy GIL, up to ms after the write).
 func (c *Correlator) extendWait(g *events.Event) {
 	extend := func(items []item) bool {
 		for i := len(items) - 1; i >= 0 && i >= len(items)-64; i-- {
 			it := &items[i]
-			if it.ev.Kind != events.KindPyWait || it.ev.TID != g.TID || it.ev.PID != g.PID {
+			if (it.ev.Kind != events.KindPyWait && it.ev.Kind != events.KindWrite) || it.ev.TID != g.TID || it.ev.PID != g.PID {
 				continue
 			}
 			if g.Start >= it.ev.End && g.Start-it.ev.End <= gilFollow {

@@ -58,7 +58,7 @@ func (f *profileFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.noCalls, "no-calls", false, "do not probe CUDA calls (syncs, copies, events, memory); with --no-launches only the loader hook stays, for measuring gpuprof's own cost")
 	fs.BoolVar(&f.noPython, "no-python", false, "do not time Python lock waits (queue gets, events)")
 	fs.DurationVar(&f.rescan, "rescan-interval", probes.DefaultConfig().Rescan, "how often the targets' memory maps are re-read for new CUDA libraries, besides when the loader says one was opened")
-	fs.DurationVar(&f.poolEvery, "pool-interval", probes.DefaultConfig().PoolInterval, "how often the sample pool's length is polled from the job's memory (the step thread's calls read it too, as they return)")
+	fs.DurationVar(&f.poolEvery, "pool-interval", probes.DefaultConfig().PoolInterval, "how often the sample pool's length is polled from the job's memory while the BPF programs are not reading it at the job's call returns")
 	fs.StringArrayVar(&f.probeSpecs, "probe", nil, "time a native function: ROLE=LIB:SYMBOL, ROLE one of dispatch, data, fetch, compute, infer, step; LIB part of the library's path; SYMBOL a C++ name or a symbol (repeat for several)")
 	fs.StringVar(&f.preset, "preset", "", "probes for a kind of job: "+presetNames())
 	fs.IntVar(&f.batchSize, "batch-size", 0, "samples a step trains on, for train_capacity and thru")
