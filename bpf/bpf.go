@@ -19,6 +19,8 @@ type (
 	PyLayout  = gpuprofPyLayout
 	PyEvent   = gpuprofPyEvent
 	PoolWord  = gpuprofPoolWord
+	PySiteKey = gpuprofPySiteKey
+	PySite    = gpuprofPySite
 	Objects   = gpuprofObjects
 	Programs  = gpuprofPrograms
 	Maps      = gpuprofMaps
@@ -102,6 +104,7 @@ func (o *Objects) ProgramStats() []ProgramStat {
 		"api_entry": o.ApiEntry, "api_return": o.ApiReturn, "launch_entry": o.LaunchEntry,
 		"lib_load": o.LibLoad, "py_lock_entry": o.PyLockEntry, "py_lock_return": o.PyLockReturn,
 		"gil_entry": o.GilEntry, "gil_return": o.GilReturn, "io_write": o.IoWrite,
+		"py_call_site": o.PyCallSite,
 	}
 	var out []ProgramStat
 	for name, p := range progs {

@@ -6,6 +6,7 @@
 // and ride along on the thread's next event.
 
 #include <linux/bpf.h>
+#include <linux/bpf_perf_event.h>
 #include <linux/ptrace.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -689,6 +690,130 @@ int io_write(struct pt_regs *ctx)
 	struct thread_state *ts = thread_state(0);
 	if (ts)
 		ts->py_wait_end = now;
+	return 0;
+}
+
+// Python functions the user names (--probe ROLE=py:MODULE:QUALNAME): a
+// Python-to-Python call runs no native function of its own (3.11+), so
+// the interpreter's reads of the function's bytecode are watched instead,
+// with hardware watchpoints (perf breakpoint events, one per thread and
+// address): the instruction read once as each call starts (RESUME 0; on
+// 3.10 the first instruction) and each return instruction. A call is the
+// span from its start to a return in the same frame.
+struct py_site_key {
+	__u32 pid;
+	__u32 pad;
+	__u64 addr; // the watched address, as the breakpoint reports it
+};
+
+struct py_site {
+	__u16 api;      // the user probe's id: the event's api
+	__u8 is_return; // a return instruction, else the call's start
+	__u8 resume;    // the start is RESUME 0, run only as a call starts (3.11+)
+	__u32 pad;
+};
+
+struct py_call_key {
+	__u32 tid;
+	__u16 api;
+	__u16 pad;
+};
+
+struct py_call {
+	__u64 frame;    // the frame of the call being timed
+	__u64 start_ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, struct py_site_key);
+	__type(value, struct py_site);
+} py_sites SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct py_call_key);
+	__type(value, struct py_call);
+} py_calls SEC(".maps");
+
+const struct py_site_key *unused_py_site_key __attribute__((unused));
+const struct py_site *unused_py_site __attribute__((unused));
+
+// PY_CALLER_DEPTH bounds the search for the timed call's frame among the
+// callers of a new call: found, the new call is inside it (recursion).
+#define PY_CALLER_DEPTH 32
+
+static __always_inline __u64 py_current_frame(struct py_layout *l, __u64 tstate)
+{
+	__u64 frame = read_ptr(tstate + l->tstate_frame);
+	if (l->cframe_current >= 0 && frame)
+		frame = read_ptr(frame + l->cframe_current);
+	return frame;
+}
+
+static __always_inline int py_frame_calls(struct py_layout *l, __u64 frame, __u64 caller)
+{
+	for (int i = 0; i < PY_CALLER_DEPTH && frame; i++) {
+		frame = read_ptr(frame + l->frame_previous);
+		if (frame == caller)
+			return 1;
+	}
+	return 0;
+}
+
+SEC("perf_event")
+int py_call_site(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid(), now = bpf_ktime_get_ns();
+	struct py_site_key k = {.pid = id >> 32, .addr = ctx->addr};
+	struct py_site *site = bpf_map_lookup_elem(&py_sites, &k);
+	if (!site)
+		return 0;
+	struct py_layout *l = bpf_map_lookup_elem(&python, &k.pid);
+	if (!l)
+		return 0;
+	__u64 tstate = py_tstate(l);
+	if (!tstate)
+		return 0;
+	__u64 frame = py_current_frame(l, tstate);
+	if (!frame)
+		return 0;
+	struct py_call_key ck = {.tid = (__u32)id, .api = site->api};
+	struct py_call *c = bpf_map_lookup_elem(&py_calls, &ck);
+	if (!site->is_return) {
+		if (c && c->frame == frame && !site->resume)
+			return 0; // 3.10: a loop back to the first instruction
+		if (c && c->frame != frame && py_frame_calls(l, frame, c->frame))
+			return 0; // recursion: the outermost call is timed
+		// A new call (one timed before that ended in an exception is
+		// dropped; on 3.11+ the specialising interpreter rewriting RESUME
+		// hits here again, in the same frame, a few ns on).
+		struct py_call nc = {.frame = frame, .start_ns = now};
+		bpf_map_update_elem(&py_calls, &ck, &nc, BPF_ANY);
+		return 0;
+	}
+	if (!c || c->frame != frame)
+		return 0;
+	__u64 start = c->start_ns;
+	bpf_map_delete_elem(&py_calls, &ck);
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(STAT_RINGBUF_FULL);
+		return 0;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->kind = EV_CALL;
+	e->layer = LAYER_USER;
+	e->api = site->api;
+	e->pid = k.pid;
+	e->tid = (__u32)id;
+	e->start_ns = start;
+	e->end_ns = now;
+	e->args[0] = frame;
+	read_pool(e);
+	bpf_ringbuf_submit(e, ringbuf_flags());
 	return 0;
 }
 

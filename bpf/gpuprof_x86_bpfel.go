@@ -63,6 +63,19 @@ type gpuprofPoolWord struct {
 	State uint64
 }
 
+type gpuprofPyCall struct {
+	_       structs.HostLayout
+	Frame   uint64
+	StartNs uint64
+}
+
+type gpuprofPyCallKey struct {
+	_   structs.HostLayout
+	Tid uint32
+	Api uint16
+	Pad uint16
+}
+
 type gpuprofPyEvent struct {
 	_       structs.HostLayout
 	Kind    uint8
@@ -99,6 +112,21 @@ type gpuprofPyLayout struct {
 	UnicodeData   uint32
 	IdIsPthread   uint32
 	FrameLocals   uint32
+}
+
+type gpuprofPySite struct {
+	_        structs.HostLayout
+	Api      uint16
+	IsReturn uint8
+	Resume   uint8
+	Pad      uint32
+}
+
+type gpuprofPySiteKey struct {
+	_    structs.HostLayout
+	Pid  uint32
+	Pad  uint32
+	Addr uint64
 }
 
 type gpuprofThreadState struct {
@@ -152,6 +180,8 @@ const (
 	gpuprofMapEvents          = "events"
 	gpuprofMapKernels         = "kernels"
 	gpuprofMapPools           = "pools"
+	gpuprofMapPyCalls         = "py_calls"
+	gpuprofMapPySites         = "py_sites"
 	gpuprofMapPython          = "python"
 	gpuprofMapStats           = "stats"
 	gpuprofMapThreads         = "threads"
@@ -163,6 +193,7 @@ const (
 	gpuprofProgIoWrite        = "io_write"
 	gpuprofProgLaunchEntry    = "launch_entry"
 	gpuprofProgLibLoad        = "lib_load"
+	gpuprofProgPyCallSite     = "py_call_site"
 	gpuprofProgPyLockEntry    = "py_lock_entry"
 	gpuprofProgPyLockReturn   = "py_lock_return"
 	gpuprofVarPyMinWaitNs     = "py_min_wait_ns"
@@ -172,6 +203,8 @@ const (
 	gpuprofVarUnusedPoolWord  = "unused_pool_word"
 	gpuprofVarUnusedPyEvent   = "unused_py_event"
 	gpuprofVarUnusedPyLayout  = "unused_py_layout"
+	gpuprofVarUnusedPySite    = "unused_py_site"
+	gpuprofVarUnusedPySiteKey = "unused_py_site_key"
 	gpuprofVarWakeupBytes     = "wakeup_bytes"
 )
 
@@ -225,6 +258,7 @@ type gpuprofProgramSpecs struct {
 	IoWrite      *ebpf.ProgramSpec `ebpf:"io_write"`
 	LaunchEntry  *ebpf.ProgramSpec `ebpf:"launch_entry"`
 	LibLoad      *ebpf.ProgramSpec `ebpf:"lib_load"`
+	PyCallSite   *ebpf.ProgramSpec `ebpf:"py_call_site"`
 	PyLockEntry  *ebpf.ProgramSpec `ebpf:"py_lock_entry"`
 	PyLockReturn *ebpf.ProgramSpec `ebpf:"py_lock_return"`
 }
@@ -236,6 +270,8 @@ type gpuprofMapSpecs struct {
 	Events  *ebpf.MapSpec `ebpf:"events"`
 	Kernels *ebpf.MapSpec `ebpf:"kernels"`
 	Pools   *ebpf.MapSpec `ebpf:"pools"`
+	PyCalls *ebpf.MapSpec `ebpf:"py_calls"`
+	PySites *ebpf.MapSpec `ebpf:"py_sites"`
 	Python  *ebpf.MapSpec `ebpf:"python"`
 	Stats   *ebpf.MapSpec `ebpf:"stats"`
 	Threads *ebpf.MapSpec `ebpf:"threads"`
@@ -252,6 +288,8 @@ type gpuprofVariableSpecs struct {
 	UnusedPoolWord  *ebpf.VariableSpec `ebpf:"unused_pool_word"`
 	UnusedPyEvent   *ebpf.VariableSpec `ebpf:"unused_py_event"`
 	UnusedPyLayout  *ebpf.VariableSpec `ebpf:"unused_py_layout"`
+	UnusedPySite    *ebpf.VariableSpec `ebpf:"unused_py_site"`
+	UnusedPySiteKey *ebpf.VariableSpec `ebpf:"unused_py_site_key"`
 	WakeupBytes     *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
@@ -278,6 +316,8 @@ type gpuprofMaps struct {
 	Events  *ebpf.Map `ebpf:"events"`
 	Kernels *ebpf.Map `ebpf:"kernels"`
 	Pools   *ebpf.Map `ebpf:"pools"`
+	PyCalls *ebpf.Map `ebpf:"py_calls"`
+	PySites *ebpf.Map `ebpf:"py_sites"`
 	Python  *ebpf.Map `ebpf:"python"`
 	Stats   *ebpf.Map `ebpf:"stats"`
 	Threads *ebpf.Map `ebpf:"threads"`
@@ -288,6 +328,8 @@ func (m *gpuprofMaps) Close() error {
 		m.Events,
 		m.Kernels,
 		m.Pools,
+		m.PyCalls,
+		m.PySites,
 		m.Python,
 		m.Stats,
 		m.Threads,
@@ -305,6 +347,8 @@ type gpuprofVariables struct {
 	UnusedPoolWord  *ebpf.Variable `ebpf:"unused_pool_word"`
 	UnusedPyEvent   *ebpf.Variable `ebpf:"unused_py_event"`
 	UnusedPyLayout  *ebpf.Variable `ebpf:"unused_py_layout"`
+	UnusedPySite    *ebpf.Variable `ebpf:"unused_py_site"`
+	UnusedPySiteKey *ebpf.Variable `ebpf:"unused_py_site_key"`
 	WakeupBytes     *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
@@ -320,6 +364,7 @@ type gpuprofPrograms struct {
 	IoWrite      *ebpf.Program `ebpf:"io_write"`
 	LaunchEntry  *ebpf.Program `ebpf:"launch_entry"`
 	LibLoad      *ebpf.Program `ebpf:"lib_load"`
+	PyCallSite   *ebpf.Program `ebpf:"py_call_site"`
 	PyLockEntry  *ebpf.Program `ebpf:"py_lock_entry"`
 	PyLockReturn *ebpf.Program `ebpf:"py_lock_return"`
 }
@@ -334,6 +379,7 @@ func (p *gpuprofPrograms) Close() error {
 		p.IoWrite,
 		p.LaunchEntry,
 		p.LibLoad,
+		p.PyCallSite,
 		p.PyLockEntry,
 		p.PyLockReturn,
 	)

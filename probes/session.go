@@ -17,6 +17,7 @@ import (
 	"github.com/gpuprof/gpuprof/bpf"
 	"github.com/gpuprof/gpuprof/cudaapi"
 	"github.com/gpuprof/gpuprof/events"
+	"github.com/gpuprof/gpuprof/pymem"
 )
 
 // Config configures a Session.
@@ -57,9 +58,11 @@ type Session struct {
 }
 
 type target struct {
-	python    *PythonPlan    // the interpreter, once found
-	sems      *SemaphorePlan // libc's semaphore waits, once found
-	pyDone    bool           // Python wait probes attached (or not to be)
+	python    *PythonPlan             // the interpreter, once found
+	sems      *SemaphorePlan          // libc's semaphore waits, once found
+	pyDone    bool                    // Python wait probes attached (or not to be)
+	pyCalls   map[uint16]*pyCallWatch // Python functions the user named, by probe (pycall.go)
+	pyMem     *pymem.Reader
 	pid       int
 	pidfd     int
 	libs      map[string]*attachedLib // by file key
@@ -252,6 +255,7 @@ func (s *Session) scan(t *target) ([]LibraryPlan, error) {
 	} else if lp != nil {
 		added = append(added, *lp)
 	}
+	s.watchPythonCalls(t)
 	return added, nil
 }
 
@@ -589,6 +593,7 @@ func (s *Session) Detach(pid int) error {
 	for _, l := range t.libs {
 		errs = append(errs, closeLinks(l.links), closeLinks(l.launch))
 	}
+	s.unwatchPythonCalls(t)
 	if t.python != nil {
 		s.objs.Python.Delete(uint32(pid))
 	}

@@ -25,7 +25,8 @@ var roles = []Role{RoleDispatch, RoleData, RoleFetch, RoleCompute, RoleInfer, Ro
 
 // UserProbe is one --probe: a native function, named by the library it is
 // in and its symbol (mangled, or a C++ name such as
-// mooncake::RealClient::batch_get_into, which matches every overload).
+// mooncake::RealClient::batch_get_into, which matches every overload), or
+// a Python function (Lib "py", Symbol MODULE:QUALNAME; pycall.go).
 type UserProbe struct {
 	ID     uint16 // cudaapi.UserBase + its position
 	Role   Role
@@ -43,8 +44,8 @@ func ParseUserProbe(spec string, index int) (UserProbe, error) {
 	if !ok || !ok2 || lib == "" || sym == "" {
 		return UserProbe{}, fmt.Errorf("--probe %q: write ROLE=LIB:SYMBOL, e.g. fetch=mooncake/store:mooncake::RealClient::batch_get_into", spec)
 	}
-	if lib == "py" {
-		return UserProbe{}, fmt.Errorf("--probe %q: Python functions (py:MODULE:QUALNAME) are not supported yet; name the native function they call", spec)
+	if module, qualname, ok := strings.Cut(sym, ":"); lib == "py" && (!ok || module == "" || qualname == "") {
+		return UserProbe{}, fmt.Errorf("--probe %q: write ROLE=py:MODULE:QUALNAME, e.g. data=py:__main__:Loader.next_batch", spec)
 	}
 	found := false
 	for _, r := range roles {
@@ -58,12 +59,26 @@ func ParseUserProbe(spec string, index int) (UserProbe, error) {
 	}
 	// A C++ name leading with a '::' or with parameters would never match
 	// a demangled name without them.
-	sym = strings.TrimPrefix(sym, "::")
+	if lib != "py" {
+		sym = strings.TrimPrefix(sym, "::")
+	}
 	return UserProbe{ID: cudaapi.UserBase + uint16(index), Role: Role(role), Lib: lib, Symbol: sym}, nil
 }
 
 // matches says whether a file holds this probe's function.
-func (u UserProbe) matchesFile(f MappedFile) bool { return strings.Contains(f.Path, u.Lib) }
+func (u UserProbe) matchesFile(f MappedFile) bool {
+	_, _, py := u.Python()
+	return !py && strings.Contains(f.Path, u.Lib)
+}
+
+// Python is the module and qualified name of a Python function's probe
+// (py:MODULE:QUALNAME); ok is false for a native function.
+func (u UserProbe) Python() (module, qualname string, ok bool) {
+	if u.Lib != "py" {
+		return "", "", false
+	}
+	return strings.Cut(u.Symbol, ":")
+}
 
 // matchesSymbol compares a symbol with the probe's name: equal as written
 // (mangled or C), or equal once demangled with parameters left out.

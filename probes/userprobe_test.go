@@ -9,15 +9,23 @@ import (
 )
 
 func TestParseUserProbe(t *testing.T) {
+	py, err := ParseUserProbe("data=py:mod.sub:Loader.__next__", 0)
+	if module, qualname, ok := py.Python(); err != nil || !ok || module != "mod.sub" || qualname != "Loader.__next__" {
+		t.Fatalf("py probe: %+v %v", py, err)
+	}
+	if py.matchesFile(MappedFile{Path: "/usr/lib/libpython3.12.so"}) {
+		t.Error("a Python function's probe matched a library")
+	}
 	u, err := ParseUserProbe("fetch=mooncake/:mooncake::RealClient::batch_get_into", 2)
 	if err != nil || u.Role != RoleFetch || u.Lib != "mooncake/" || u.Symbol != "mooncake::RealClient::batch_get_into" || u.ID != 0x8002 {
 		t.Fatalf("%+v %v", u, err)
 	}
 	for spec, want := range map[string]string{
-		"fetch":                       "ROLE=LIB:SYMBOL",
-		"fetch=lib":                   "ROLE=LIB:SYMBOL",
-		"warp=lib:f":                  "role must be one of",
-		"data=py:mod:Loader.__next__": "not supported yet",
+		"fetch":       "ROLE=LIB:SYMBOL",
+		"fetch=lib":   "ROLE=LIB:SYMBOL",
+		"warp=lib:f":  "role must be one of",
+		"data=py:mod": "ROLE=py:MODULE:QUALNAME",
+		"data=py::f":  "ROLE=py:MODULE:QUALNAME",
 	} {
 		if _, err := ParseUserProbe(spec, 0); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", spec, err, want)

@@ -32,6 +32,28 @@ type layout struct {
 	// PyDictValues: values[] (3.13 puts a header before it), and the
 	// header's capacity and valid bytes (3.13).
 	ValuesArray, ValuesCapacity, ValuesValid uint64
+
+	// What Function walks from _PyRuntime to a function's bytecode.
+	// _PyRuntimeState.interpreters.main, then the interpreter's own
+	// reference to sys.modules: interp->modules to 3.11,
+	// interp->imports.modules from 3.12.
+	RuntimeInterpMain, InterpModules uint64
+	// PyModuleObject.md_dict; PyFunctionObject.func_code and func_dict
+	// (where functools.wraps puts __wrapped__).
+	ModuleDict, FuncCode, FuncDict uint64
+	// PyCodeObject: co_flags (an int), and the bytecode the interpreter
+	// runs: 3.10 the bytes object co_code (its bytes at BytesData,
+	// offsetof(PyBytesObject, ob_sval)); 3.11+ co_code_adaptive, inline
+	// in the code object, Py_SIZE(code) code units rewritten in place as
+	// the interpreter specialises them.
+	CodeFlags, CodeCode, BytesData, CodeAdaptive uint64
+	// Py_TPFLAGS_TYPE_SUBCLASS: set on type and on every metaclass, so
+	// an object whose type has it is a class.
+	FlagTypeSubclass uint64
+	// co_flags of code whose RESUME runs at every resumption, not once a
+	// call: CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE,
+	// CO_ASYNC_GENERATOR.
+	CoGenerator, CoCoroutine, CoIterableCoroutine, CoAsyncGenerator uint64
 }
 
 // Preheader words below an object (3.11+): ((PyObject **)obj)[-3] holds
@@ -63,6 +85,13 @@ const (
 	semKindSemaphore = 1 // SEMAPHORE, not RECURSIVE_MUTEX
 )
 
+// wrappedCallable is where staticmethod and classmethod objects keep the
+// function they wrap (Objects/funcobject.c, 3.10 to 3.13: {PyObject_HEAD;
+// PyObject *sm_callable; PyObject *sm_dict;}, cm_callable alike). Not in
+// any installed header; TestFunction holds it to the code of a
+// staticmethod and a classmethod that the interpreter reports.
+const wrappedCallable = 16
+
 // semValue is the value of a glibc sem_t (x86-64, 64-bit atomics) from
 // its first word: struct new_sem {uint64_t data; int private; int pad;},
 // the value in data's low 32 bits and the number of waiters above
@@ -77,11 +106,15 @@ var layouts = func() map[int]*layout {
 		StrLength: 16, StrState: 32, StrCompact: 1 << 5, StrASCII: 1 << 6,
 		FlagHeap:  1 << 9,
 		EntrySize: 24, EntryKey: 8, EntryValue: 16,
+		ModuleDict: 16, FuncCode: 48, FuncDict: 88, BytesData: 32,
+		FlagTypeSubclass: 1 << 31, CoGenerator: 0x20, CoCoroutine: 0x80, CoIterableCoroutine: 0x100, CoAsyncGenerator: 0x200,
 	}
 	v310 := common
 	v310.HtCachedKeys = 872
 	v310.StrData = 48 // wstr is still there
 	v310.KeysSize, v310.KeysNentries, v310.KeysIndices = 8, 32, 40
+	v310.RuntimeInterpMain, v310.InterpModules = 40, 856
+	v310.CodeFlags, v310.CodeCode = 36, 48
 
 	v311 := common
 	v311.HtCachedKeys = 872
@@ -91,14 +124,20 @@ var layouts = func() map[int]*layout {
 	v311.KeysNentries, v311.KeysIndices = 24, 32
 	v311.KindGeneral = 0
 	v311.UnicodeEntrySize, v311.UnicodeEntryKey, v311.UnicodeEntryValue = 16, 0, 8
+	v311.RuntimeInterpMain, v311.InterpModules = 48, 888
+	v311.CodeFlags, v311.CodeAdaptive = 48, 184
 
 	v312 := v311
 	v312.HtCachedKeys = 880 // PyTypeObject grew tp_watched
 	v312.StrData = 40       // wstr is gone
+	v312.InterpModules = 944
+	v312.CodeAdaptive = 192
 
 	v313 := v312
 	v313.FlagInlineValues = 1 << 2
 	v313.ValuesCapacity, v313.ValuesValid, v313.ValuesArray = 0, 3, 8
+	v313.RuntimeInterpMain, v313.InterpModules = 640, 7656
+	v313.CodeAdaptive = 200
 
 	return map[int]*layout{10: &v310, 11: &v311, 12: &v312, 13: &v313}
 }()

@@ -165,7 +165,7 @@ func (r *Reader) splitLookup(t *typeInfo, values uint64, capacity int, name stri
 	if err != nil {
 		return 0, fmt.Errorf("type %s: cached keys: %w", t.name, err)
 	}
-	i, _, err := r.keysLookup(keys, name)
+	i, _, err := r.keysLookup(keys, name, maxEntries)
 	if err != nil {
 		return 0, err
 	}
@@ -191,6 +191,11 @@ func (r *Reader) value(values uint64, i int) (uint64, error) {
 // dictLookup is dict[name] for a dict whose name keys are str: combined
 // (keys and values in the keys object) or split (values apart).
 func (r *Reader) dictLookup(dict uint64, name string) (uint64, error) {
+	return r.dictLookupMax(dict, name, maxEntries)
+}
+
+// dictLookupMax is dictLookup in a dict of up to limit entries.
+func (r *Reader) dictLookupMax(dict uint64, name string, limit int64) (uint64, error) {
 	if dict == 0 {
 		return 0, errNoAttr // no dict yet: no attributes
 	}
@@ -208,7 +213,7 @@ func (r *Reader) dictLookup(dict uint64, name string) (uint64, error) {
 		return 0, fmt.Errorf("object at %#x is not a dict", dict)
 	}
 	keys, values := le.Uint64(buf[l.DictKeys:]), le.Uint64(buf[l.DictValues:])
-	i, v, err := r.keysLookup(keys, name)
+	i, v, err := r.keysLookup(keys, name, limit)
 	if err != nil {
 		return 0, err
 	}
@@ -223,13 +228,18 @@ func (r *Reader) dictLookup(dict uint64, name string) (uint64, error) {
 
 // maxEntries bounds the entries a lookup scans: instance and class dicts
 // hold tens; more is garbage or a dict pymem has no business reading.
-const maxEntries = 2048
+// Function looks in sys.modules and module dicts, which in a large
+// program hold thousands: maxNamespace.
+const (
+	maxEntries   = 2048
+	maxNamespace = 1 << 16
+)
 
 // keysLookup scans a PyDictKeysObject's entries for the str key name and
-// returns its index and its value in the entry (NULL for split keys).
-// The hash table proper is not used: the target's str hashes are keyed
-// by its own random seed.
-func (r *Reader) keysLookup(keys uint64, name string) (int, uint64, error) {
+// returns its index and its value in the entry (NULL for split keys),
+// scanning at most limit entries. The hash table proper is not used: the
+// target's str hashes are keyed by its own random seed.
+func (r *Reader) keysLookup(keys uint64, name string, limit int64) (int, uint64, error) {
 	l := r.l
 	if err := objAddr(keys); err != nil {
 		return 0, 0, fmt.Errorf("dict keys: %w", err)
@@ -237,6 +247,11 @@ func (r *Reader) keysLookup(keys uint64, name string) (int, uint64, error) {
 	hdr := make([]byte, l.KeysIndices)
 	if err := r.read(keys, hdr); err != nil {
 		return 0, 0, fmt.Errorf("dict keys: %w", err)
+	}
+	// An empty dict shares Py_EMPTY_KEYS, whose sizes (2^0; 3.10: 1) no
+	// other keys object has: nothing to look at.
+	if le.Uint64(hdr[l.KeysNentries:]) == 0 {
+		return 0, 0, errNoAttr
 	}
 	var indexBytes uint64
 	size, keyOff, valOff := l.EntrySize, l.EntryKey, l.EntryValue
@@ -267,8 +282,8 @@ func (r *Reader) keysLookup(keys uint64, name string) (int, uint64, error) {
 		}
 	}
 	n := int64(le.Uint64(hdr[l.KeysNentries:]))
-	if n < 0 || n > maxEntries {
-		return 0, 0, fmt.Errorf("dict keys at %#x: %d entries (more than %d read)", keys, n, maxEntries)
+	if n < 0 || n > limit {
+		return 0, 0, fmt.Errorf("dict keys at %#x: %d entries (more than %d read)", keys, n, limit)
 	}
 	entries := make([]byte, uint64(n)*size)
 	if err := r.read(keys+l.KeysIndices+indexBytes, entries); err != nil {

@@ -25,8 +25,9 @@ type snapshot struct {
 	Semlocks map[string][3]uint64 `json:"semlocks"`
 }
 
-// script is a running pool_objects.py.
+// script is a running testdata/python script.
 type script struct {
+	name   string
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	lines  chan string
@@ -37,8 +38,16 @@ type script struct {
 // snapshot; the process is killed when the test ends.
 func startScript(t testing.TB, python string) (*script, snapshot) {
 	t.Helper()
-	s := &script{lines: make(chan string, 4)}
-	s.cmd = exec.Command(python, filepath.Join(testenv.Root(), "testdata", "python", "pool_objects.py"))
+	s := runScript(t, python, "pool_objects.py")
+	return s, s.next(t)
+}
+
+// runScript runs testdata/python/name under python; the process is
+// killed when the test ends.
+func runScript(t testing.TB, python, name string) *script {
+	t.Helper()
+	s := &script{name: name, lines: make(chan string, 4)}
+	s.cmd = exec.Command(python, filepath.Join(testenv.Root(), "testdata", "python", name))
 	s.cmd.Stderr = &s.stderr
 	var err error
 	if s.stdin, err = s.cmd.StdinPipe(); err != nil {
@@ -63,26 +72,31 @@ func startScript(t testing.TB, python string) (*script, snapshot) {
 		}
 		close(s.lines)
 	}()
-	return s, s.next(t)
+	return s
 }
 
-func (s *script) next(t testing.TB) snapshot {
+// line decodes the script's next JSON line into v.
+func (s *script) line(t testing.TB, v any) {
 	t.Helper()
 	select {
 	case line, ok := <-s.lines:
 		if !ok {
 			s.cmd.Wait()
-			t.Fatalf("pool_objects.py exited: %s", s.stderr.String())
+			t.Fatalf("%s exited: %s", s.name, s.stderr.String())
 		}
-		var snap snapshot
-		if err := json.Unmarshal([]byte(line), &snap); err != nil {
-			t.Fatalf("pool_objects.py printed %q: %v", line, err)
+		if err := json.Unmarshal([]byte(line), v); err != nil {
+			t.Fatalf("%s printed %q: %v", s.name, line, err)
 		}
-		return snap
 	case <-time.After(30 * time.Second):
-		t.Fatalf("pool_objects.py printed nothing in 30s: %s", s.stderr.String())
+		t.Fatalf("%s printed nothing in 30s: %s", s.name, s.stderr.String())
 	}
-	return snapshot{}
+}
+
+func (s *script) next(t testing.TB) snapshot {
+	t.Helper()
+	var snap snapshot
+	s.line(t, &snap)
+	return snap
 }
 
 // more has the script put one more item into every queue.

@@ -1,8 +1,10 @@
 // Package pymem reads CPython objects in another process's memory: the
 // length of a sample pool (a queue.Queue or a multiprocessing queue) whose
-// address gpuprof's frame walk captured, without running any code in the
-// target. Every read is one process_vm_readv: no ptrace stop, and a read
-// of memory the target does not map is an error here, never a crash.
+// address gpuprof's frame walk captured, and where the bytecode of a
+// Python function named by module and qualname starts and returns
+// (Function), without running any code in the target. Every read is one
+// process_vm_readv: no ptrace stop, and a read of memory the target does
+// not map is an error here, never a crash.
 //
 // Supported: CPython 3.10 to 3.13 on x86-64, default (GIL) builds. A
 // free-threaded build (3.13t) lays objects out differently and is not

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/gpuprof/gpuprof/cudaapi"
@@ -15,11 +16,16 @@ func probesCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("probes", stderr)
 	pid := fs.IntP("pid", "p", 0, "the process to inspect")
 	noLaunches := fs.Bool("no-launches", false, "leave out the launch-counting probes, as attach --no-launches does")
+	specs := fs.StringArray("probe", nil, "also show where these --probe functions would be probed, and at what cost (as attach --probe)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *pid <= 0 {
 		return usageErr("probes needs --pid PID")
+	}
+	user, _, err := userProbes("", *specs)
+	if err != nil {
+		return err
 	}
 	files, err := probes.ExecutableFiles("/proc", *pid)
 	if err != nil {
@@ -32,6 +38,7 @@ func probesCmd(args []string, stdout, stderr io.Writer) error {
 	for _, f := range files {
 		if p, err := probes.PlanPython("/proc", *pid, f); err == nil && p != nil {
 			writePython(stdout, p)
+			writePythonCalls(stdout, *pid, p, user)
 		}
 		if probes.IsLibc(f.Base()) {
 			if sp, err := probes.PlanSemaphores(f); err == nil {
@@ -102,4 +109,33 @@ func writeSemaphores(w io.Writer, sp probes.SemaphorePlan) {
 	for _, p := range sp.GIL {
 		fmt.Fprintf(w, "  %s\t%#x\t%s\tentry+return, taking the GIL back after a wait\n", p.Symbol.Name, p.Address(), p.Placement)
 	}
+}
+
+// writePythonCalls shows where the Python functions named would be
+// watched, and what that costs a call.
+func writePythonCalls(w io.Writer, pid int, p *probes.PythonPlan, user []probes.UserProbe) {
+	for _, u := range user {
+		module, qualname, ok := u.Python()
+		if !ok {
+			continue
+		}
+		fn, err := probes.FindPythonFunction(pid, p, module, qualname)
+		if err != nil {
+			fmt.Fprintf(w, "  %s: not found now: %v\n", u.Spec(), err)
+			continue
+		}
+		fmt.Fprintf(w, "  %s: hardware watchpoints on its start (%#x) and %d return(s) (%s): two debug traps every call, ~20-35 µs a call on a VM (make bench: BenchmarkPythonCallProbe)\n",
+			u.Spec(), fn.Entry, len(fn.Returns), hexList(fn.Returns))
+	}
+}
+
+func hexList(addrs []uint64) string {
+	var b strings.Builder
+	for i, a := range addrs {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		fmt.Fprintf(&b, "%#x", a)
+	}
+	return b.String()
 }

@@ -59,7 +59,7 @@ func (f *profileFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.noPython, "no-python", false, "do not time Python lock waits (queue gets, events)")
 	fs.DurationVar(&f.rescan, "rescan-interval", probes.DefaultConfig().Rescan, "how often the targets' memory maps are re-read for new CUDA libraries, besides when the loader says one was opened")
 	fs.DurationVar(&f.poolEvery, "pool-interval", probes.DefaultConfig().PoolInterval, "how often the sample pool's length is polled from the job's memory while the BPF programs are not reading it at the job's call returns")
-	fs.StringArrayVar(&f.probeSpecs, "probe", nil, "time a native function: ROLE=LIB:SYMBOL, ROLE one of dispatch, data, fetch, compute, infer, step; LIB part of the library's path; SYMBOL a C++ name or a symbol (repeat for several)")
+	fs.StringArrayVar(&f.probeSpecs, "probe", nil, "time a function: ROLE=LIB:SYMBOL (native; LIB part of the library's path, SYMBOL a C++ name or a symbol) or ROLE=py:MODULE:QUALNAME (Python 3.10-3.13, hardware watchpoints: two debug traps a call); ROLE one of dispatch, data, fetch, compute, infer, step (repeat for several)")
 	fs.StringVar(&f.preset, "preset", "", "probes for a kind of job: "+presetNames())
 	fs.IntVar(&f.batchSize, "batch-size", 0, "samples a step trains on, for train_capacity and thru")
 	fs.BoolVar(&f.children, "children", false, "follow the targets' child processes too (ranks, DataLoader workers, engines)")
@@ -94,6 +94,11 @@ func openSession(f *profileFlags) (*probes.Session, error) {
 	var err error
 	if f.user, f.roles, err = userProbes(f.preset, f.probeSpecs); err != nil {
 		return nil, err
+	}
+	for _, u := range f.user {
+		if _, _, py := u.Python(); py && f.noPython {
+			return nil, usageErr("--probe %s times a Python function: leave out --no-python", u.Spec())
+		}
 	}
 	if _, err := correlate.New(f.correlateConfig()); err != nil {
 		return nil, err

@@ -8,7 +8,8 @@
  * also checks glibc's sem_t encoding, which multiprocessing's queues count
  * with. PyDictKeysObject is internal before 3.11 (Objects/dict-common.h,
  * not installed), so 3.10's keys layout is checked only by reading live
- * interpreters (TestPools).
+ * interpreters (TestPools). _PyRuntimeState, PyInterpreterState and
+ * PyModuleObject are in the installed internal/ headers (Py_BUILD_CORE).
  */
 #define Py_BUILD_CORE 1
 #include <Python.h>
@@ -20,6 +21,9 @@
 #if PY_VERSION_HEX >= 0x030b0000
 #include "internal/pycore_dict.h"
 #endif
+#include "internal/pycore_interp.h"
+#include "internal/pycore_moduleobject.h"
+#include "internal/pycore_runtime.h"
 
 #define P(name, expr) printf("%s %ld\n", name, (long)(expr))
 
@@ -80,6 +84,29 @@ int main(void)
 	P("ValuesCapacity", offsetof(PyDictValues, capacity));
 	P("ValuesValid", offsetof(PyDictValues, valid));
 #endif
+
+	/* From _PyRuntime to a function's bytecode (pymem.Function). */
+	P("RuntimeInterpMain", offsetof(_PyRuntimeState, interpreters.main));
+#if PY_VERSION_HEX >= 0x030c0000
+	P("InterpModules", offsetof(PyInterpreterState, imports.modules));
+#else
+	P("InterpModules", offsetof(PyInterpreterState, modules));
+#endif
+	P("ModuleDict", offsetof(PyModuleObject, md_dict));
+	P("FuncCode", offsetof(PyFunctionObject, func_code));
+	P("FuncDict", offsetof(PyFunctionObject, func_dict));
+	P("CodeFlags", offsetof(PyCodeObject, co_flags));
+#if PY_VERSION_HEX >= 0x030b0000
+	P("CodeAdaptive", offsetof(PyCodeObject, co_code_adaptive));
+#else
+	P("CodeCode", offsetof(PyCodeObject, co_code));
+#endif
+	P("BytesData", offsetof(PyBytesObject, ob_sval));
+	P("FlagTypeSubclass", Py_TPFLAGS_TYPE_SUBCLASS);
+	P("CoGenerator", CO_GENERATOR);
+	P("CoCoroutine", CO_COROUTINE);
+	P("CoIterableCoroutine", CO_ITERABLE_COROUTINE);
+	P("CoAsyncGenerator", CO_ASYNC_GENERATOR);
 
 	/* glibc's sem_t, the first 64-bit word of a semaphore at 7 taken once:
 	 * pymem expects the value (6) in its low 32 bits, waiters above. */

@@ -1,0 +1,264 @@
+package probes
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpuprof/gpuprof/bpf"
+	"github.com/gpuprof/gpuprof/pymem"
+)
+
+// Python functions the user names (--probe ROLE=py:MODULE:QUALNAME). From
+// 3.11 a Python-to-Python call runs no native function of its own, and a
+// uprobe inside the interpreter's loop would fire on every Python call of
+// the job. What is cheap and exact on 3.10 to 3.13 alike: x86 hardware
+// watchpoints on the function's bytecode, read by the interpreter once as
+// each call starts (RESUME 0; 3.10: the first instruction) and at each
+// return instruction. Only calls of that function trap, twice each: ~9 µs
+// a trap on the dev VM (`make bench` has the numbers), which suits a
+// function called a few times a step, not one called in a tight loop.
+//
+// A watchpoint is a perf breakpoint event on one thread; each is opened
+// with inherit set, so threads the job starts later get them too. x86 has
+// four debug registers a thread, so a function with more than three
+// return instructions, or several functions with more than four sites
+// together, cannot all be watched. Calls that end in an exception are
+// not timed; on 3.10 such a call merges with the next call in the same
+// frame.
+
+const (
+	hwBreakpointRW   = 3 // HW_BREAKPOINT_R|W: x86 cannot watch reads alone
+	hwBreakpointLen1 = 1
+	debugRegisters   = 4 // DR0-DR3 a thread
+	// pyResolveBackoff bounds how often a function not yet found (its
+	// module not imported yet) is looked for again: each look reads the
+	// job's memory, which is not free for it (pool.go).
+	pyResolveBackoff = 30 * time.Second
+)
+
+// pyCallWatch is one Python function probe in one target.
+type pyCallWatch struct {
+	probe    UserProbe
+	fn       *pymem.Function
+	events   []int // perf event fds
+	reason   string
+	next     time.Time // when to look for it again
+	backoff  time.Duration
+	finished bool // watched, or given up
+}
+
+func (w *pyCallWatch) sites() int {
+	if w.fn == nil || w.events == nil {
+		return 0
+	}
+	return 1 + len(w.fn.Returns)
+}
+
+// watchPythonCalls finds the Python functions the user named in t and
+// puts watchpoints on them, once the interpreter is known.
+func (s *Session) watchPythonCalls(t *target) {
+	p := t.python
+	if p == nil || p.Err != nil || s.cfg.NoPython {
+		return
+	}
+	now := time.Now()
+	for _, u := range s.cfg.User {
+		module, qualname, ok := u.Python()
+		if !ok {
+			continue
+		}
+		if t.pyCalls == nil {
+			t.pyCalls = map[uint16]*pyCallWatch{}
+		}
+		w := t.pyCalls[u.ID]
+		if w == nil {
+			w = &pyCallWatch{probe: u, backoff: time.Second}
+			t.pyCalls[u.ID] = w
+		}
+		if w.finished || now.Before(w.next) {
+			continue
+		}
+		if err := s.watchPythonCall(t, w, module, qualname); err != nil {
+			w.next, w.backoff = now.Add(w.backoff), min(2*w.backoff, pyResolveBackoff)
+			msg := "Python function not watched yet: looking again"
+			if w.finished {
+				msg = "Python function not watched"
+			}
+			if err.Error() != w.reason {
+				s.cfg.Log.Warn(msg, "pid", t.pid, "probe", u.Spec(), "why", err)
+			}
+			w.reason = err.Error()
+			continue
+		}
+		w.finished, w.reason = true, ""
+		s.cfg.Log.Info("watching Python function", "pid", t.pid, "probe", u.Spec(), "returns", len(w.fn.Returns),
+			"threads", len(w.events)/w.sites())
+	}
+}
+
+// FindPythonFunction reads where a Python function's watchpoints would
+// go in a process (gpuprof probes).
+func FindPythonFunction(pid int, p *PythonPlan, module, qualname string) (*pymem.Function, error) {
+	if p.Err != nil {
+		return nil, p.Err
+	}
+	r, err := pymem.NewReader(pid, p.Minor)
+	if err != nil {
+		return nil, err
+	}
+	return r.Function(p.Runtime, module, qualname)
+}
+
+// errNoRegisters means a function cannot be watched at all: looking again
+// will not help.
+type errNoRegisters struct{ need, free int }
+
+func (e errNoRegisters) Error() string {
+	return fmt.Sprintf("needs %d hardware watchpoints (its start and returns), %d of the thread's %d left", e.need, e.free, debugRegisters)
+}
+
+func (s *Session) watchPythonCall(t *target, w *pyCallWatch, module, qualname string) error {
+	if t.pyMem == nil {
+		r, err := pymem.NewReader(t.pid, t.python.Minor)
+		if err != nil {
+			w.finished = true
+			return err
+		}
+		t.pyMem = r
+	}
+	fn, err := t.pyMem.Function(t.python.Runtime, module, qualname)
+	if err != nil {
+		return err
+	}
+	used := 0
+	for _, o := range t.pyCalls {
+		used += o.sites()
+	}
+	if need := 1 + len(fn.Returns); used+need > debugRegisters {
+		w.finished = true
+		return errNoRegisters{need, debugRegisters - used}
+	}
+	sites := map[uint64]bpf.PySite{fn.Entry: {Api: w.probe.ID, Resume: boolByte(fn.EntryIsResume)}}
+	for _, r := range fn.Returns {
+		sites[r] = bpf.PySite{Api: w.probe.ID, IsReturn: 1}
+	}
+	for addr, site := range sites {
+		if err := s.objs.PySites.Put(bpf.PySiteKey{Pid: uint32(t.pid), Addr: addr}, site); err != nil {
+			return fmt.Errorf("BPF map py_sites: %w", err)
+		}
+	}
+	events, err := watchThreads(s.cfg.ProcRoot, t.pid, sites, s.objs.PyCallSite.FD())
+	if err != nil {
+		closeFDs(events)
+		return err
+	}
+	w.fn, w.events = fn, events
+	return nil
+}
+
+// watchThreads opens a watchpoint on every address in every thread of
+// pid. Threads started meanwhile inherit them from the thread starting
+// them; one started by a thread not yet watched is caught by a second
+// look at the thread list.
+func watchThreads(procRoot string, pid int, sites map[uint64]bpf.PySite, prog int) ([]int, error) {
+	var fds []int
+	done := map[int]bool{}
+	for pass := 0; pass < 2; pass++ {
+		tids, err := threadsOf(procRoot, pid)
+		if err != nil {
+			return fds, err
+		}
+		for _, tid := range tids {
+			if done[tid] {
+				continue
+			}
+			done[tid] = true
+			for addr := range sites {
+				fd, err := openWatchpoint(tid, addr, prog)
+				if err == unix.ESRCH {
+					break // the thread ended
+				}
+				if err != nil {
+					return fds, fmt.Errorf("watchpoint at %#x in thread %d: %w", addr, tid, err)
+				}
+				fds = append(fds, fd)
+			}
+		}
+	}
+	return fds, nil
+}
+
+func threadsOf(procRoot string, pid int) ([]int, error) {
+	ents, err := os.ReadDir(filepath.Join(procRoot, strconv.Itoa(pid), "task"))
+	if err != nil {
+		return nil, err
+	}
+	var tids []int
+	for _, e := range ents {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	return tids, nil
+}
+
+// openWatchpoint watches one byte of a thread's memory for reads and
+// writes (each access runs prog) in user mode, inherited by the threads
+// it starts.
+func openWatchpoint(tid int, addr uint64, prog int) (int, error) {
+	attr := unix.PerfEventAttr{
+		Type:    unix.PERF_TYPE_BREAKPOINT,
+		Size:    uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
+		Sample:  1, // every access
+		Bits:    unix.PerfBitDisabled | unix.PerfBitInherit | unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv,
+		Bp_type: hwBreakpointRW,
+		Ext1:    addr, // bp_addr
+		Ext2:    hwBreakpointLen1,
+	}
+	fd, err := unix.PerfEventOpen(&attr, tid, -1, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	if err != nil {
+		return -1, err
+	}
+	if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_BPF, prog); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("attach BPF program: %w", err)
+	}
+	if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_ENABLE, 0); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("enable: %w", err)
+	}
+	return fd, nil
+}
+
+// unwatchPythonCalls closes t's watchpoints and forgets their sites.
+func (s *Session) unwatchPythonCalls(t *target) {
+	for _, w := range t.pyCalls {
+		closeFDs(w.events)
+		if w.fn == nil {
+			continue
+		}
+		for _, addr := range append([]uint64{w.fn.Entry}, w.fn.Returns...) {
+			s.objs.PySites.Delete(bpf.PySiteKey{Pid: uint32(t.pid), Addr: addr})
+		}
+	}
+	t.pyCalls = nil
+}
+
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+func boolByte(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}

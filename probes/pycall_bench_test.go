@@ -1,0 +1,90 @@
+package probes
+
+import (
+	"bufio"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/gpuprof/gpuprof/internal/testenv"
+)
+
+// BenchmarkPythonCallProbe measures what timing a Python function with
+// hardware watchpoints (--probe ROLE=py:MODULE:QUALNAME) adds to each of
+// its calls: a loop calling a function that does nothing, without and
+// with the watchpoints on its start and return, and the BPF program's own
+// run time per hit from the kernel's statistics.
+//
+//	sudo go test -run '^$' -bench PythonCallProbe -benchtime 1x ./probes
+func BenchmarkPythonCallProbe(b *testing.B) {
+	testenv.RequireRoot(b)
+	u, err := ParseUserProbe("data=py:__main__:tiny", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.User = []UserProbe{u}
+	if st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err == nil {
+		defer st.Close()
+	}
+	script := filepath.Join(testenv.Root(), "testdata", "python", "callloop.py")
+	pythons := testenv.Pythons(b)
+	for _, name := range []string{"pyenv-3.10", "pyenv-3.12", "pyenv-3.13"} {
+		python, ok := pythons[name]
+		if !ok {
+			continue
+		}
+		cmd := exec.Command(python, script)
+		in, _ := cmd.StdinPipe()
+		outPipe, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		out := bufio.NewReader(outPipe)
+		out.ReadString('\n') // ready
+		const n = 20000
+		round := func() float64 {
+			var best []float64
+			for range 3 {
+				fmt.Fprintf(in, "%d\n", n)
+				line, _ := out.ReadString('\n')
+				v, _ := strconv.ParseFloat(strings.TrimSpace(line), 64)
+				best = append(best, v)
+			}
+			return slices.Min(best)
+		}
+		without := round()
+		s, err := Open(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Attach(cmd.Process.Pid); err != nil {
+			b.Fatal(err)
+		}
+		watched := len(s.targets[cmd.Process.Pid].pyCalls) == 1 && s.targets[cmd.Process.Pid].pyCalls[u.ID].events != nil
+		st0, _ := s.Objects().PyCallSite.Stats()
+		with := round()
+		st1, _ := s.Objects().PyCallSite.Stats()
+		s.Close()
+		after := round() // detached: the watchpoints are gone
+		in.Close()
+		cmd.Wait()
+		if !watched {
+			b.Fatalf("%s: tiny() not watched", name)
+		}
+		prog := 0.0
+		if st0 != nil && st1 != nil && st1.RunCount > st0.RunCount {
+			prog = float64(st1.Runtime-st0.Runtime) / float64(st1.RunCount-st0.RunCount)
+		}
+		b.Logf("%-10s %8.0f ns a call without, %8.0f with: %+.0f ns (two watchpoint traps); BPF program %.0f ns a hit; %.0f ns once detached",
+			name, without, with, with-without, prog, after)
+		b.ReportMetric(with-without, name+"-ns/call")
+	}
+}
