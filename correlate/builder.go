@@ -1,6 +1,7 @@
 package correlate
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/gpuprof/gpuprof/cudaapi"
@@ -293,6 +294,7 @@ func (b *builder) measurePool(s *Step, r poolRead) {
 // it.
 func (b *builder) measureWaits(s *Step, waits []item, writes [][2]uint64, dataEnd, firstCall uint64) {
 	s.WaitsObserved = b.waitsObserved
+	slices.SortStableFunc(waits, func(a, b item) int { return cmp.Compare(a.ev.Start, b.ev.Start) })
 	begin := s.StartNS
 	firstAct := firstCall
 	if len(waits) > 0 && (firstAct == 0 || waits[0].ev.Start < firstAct) {
@@ -311,13 +313,17 @@ func (b *builder) measureWaits(s *Step, waits []item, writes [][2]uint64, dataEn
 		begin = waits[0].ev.Start
 	}
 	s.LeadIn = seconds(begin - s.StartNS)
-	var dispatchBeforeData uint64
+	var dispatchBeforeData, covered uint64
 	longest := map[string]uint64{}
+	// A wait inside another (a semaphore wait inside a timed queue get,
+	// --probe dispatch=py:queue:Queue.get) is part of the outer one:
+	// counted once, as the outer one's kind (waits are in start order).
 	for _, w := range waits {
-		lo, hi := max(w.ev.Start, s.StartNS), min(w.ev.End, s.EndNS)
+		lo, hi := max(w.ev.Start, s.StartNS, covered), min(w.ev.End, s.EndNS)
 		if hi <= lo {
 			continue
 		}
+		covered = hi
 		d := hi - lo
 		s.GILWait += seconds(min(w.gil, d))
 		switch w.wait {

@@ -541,6 +541,48 @@ func TestGILTailJoinsTheWait(t *testing.T) {
 	}
 }
 
+// TestTimedGetHoldsItsWait: with the queue's get timed as a whole
+// (--probe dispatch=py:queue:Queue.get), the semaphore wait inside it is
+// part of it, counted once; a get that did not block is dispatch wait too.
+func TestTimedGetHoldsItsWait(t *testing.T) {
+	const get = 0x8000
+	tr := newThread(100, 101, 0)
+	for i := range 40 {
+		start := tr.t
+		tr.idle(30 * us) // get's Python before it blocks
+		if i%2 == 0 {
+			tr.pywait(4 * ms)
+		}
+		tr.idle(40 * us) // and after: the item out of the deque
+		tr.evs = append(tr.evs, events.Event{Kind: events.KindCall, API: get, PID: 100, TID: 101, Start: start, End: tr.t})
+		tr.idle(300 * us)
+		tr.call(t, "cudaMemcpyAsync", 20*us, 0xa000, 0xb000, 1<<20, 1, 0)
+		tr.launch(30, 10*us)
+		tr.call(t, "cudaStreamSynchronize", ms, 0)
+	}
+	cfg := Config{User: map[uint16]UserProbe{get: {Role: "dispatch", Name: "queue:Queue.get"}}}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ObserveWaits()
+	var steps []Step
+	for i := range tr.evs {
+		steps = append(steps, c.Add(&tr.evs[i])...)
+	}
+	steps = append(steps, c.Finish()...)
+	if len(steps) != 39 {
+		t.Fatalf("%d steps", len(steps))
+	}
+	for _, s := range steps {
+		want := 70e-6
+		if s.Index%2 == 1 { // the step after a blocking get
+			want += 4e-3
+		}
+		within(t, "dispatch_wait", s.DispatchWait, want, 1e-9)
+	}
+}
+
 func TestUserProbeRoles(t *testing.T) {
 	const fetch, get, generate, step = 0x8000, 0x8001, 0x8002, 0x8003
 	user := func(th *thread, id uint16, dur uint64) {
