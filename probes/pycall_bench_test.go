@@ -1,13 +1,7 @@
 package probes
 
 import (
-	"bufio"
-	"fmt"
-	"os/exec"
 	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -41,26 +35,9 @@ func BenchmarkPythonCallProbe(b *testing.B) {
 		if !ok {
 			continue
 		}
-		cmd := exec.Command(python, script)
-		in, _ := cmd.StdinPipe()
-		outPipe, _ := cmd.StdoutPipe()
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		out := bufio.NewReader(outPipe)
-		out.ReadString('\n') // ready
 		const n = 20000
-		round := func() float64 {
-			var best []float64
-			for range 3 {
-				fmt.Fprintf(in, "%d\n", n)
-				line, _ := out.ReadString('\n')
-				v, _ := strconv.ParseFloat(strings.TrimSpace(line), 64)
-				best = append(best, v)
-			}
-			return slices.Min(best)
-		}
-		without := round()
+		cmd, in, round := startLoop(b, python, script)
+		without := round(n)
 		s, err := Open(cfg)
 		if err != nil {
 			b.Fatal(err)
@@ -70,10 +47,10 @@ func BenchmarkPythonCallProbe(b *testing.B) {
 		}
 		watched := len(s.targets[cmd.Process.Pid].pyCalls) == 1 && s.targets[cmd.Process.Pid].pyCalls[u.ID].events != nil
 		st0, _ := s.Objects().PyCallSite.Stats()
-		with := round()
+		with := round(n)
 		st1, _ := s.Objects().PyCallSite.Stats()
 		s.Close()
-		after := round() // detached: the watchpoints are gone
+		after := round(n) // detached: the watchpoints are gone
 		in.Close()
 		cmd.Wait()
 		if !watched {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -65,25 +66,8 @@ func BenchmarkPythonLockProbe(b *testing.B) {
 			if mode == "pingpong" {
 				n = 20000
 			}
-			cmd := exec.Command(python, script, mode)
-			in, _ := cmd.StdinPipe()
-			outPipe, _ := cmd.StdoutPipe()
-			if err := cmd.Start(); err != nil {
-				b.Fatal(err)
-			}
-			out := bufio.NewReader(outPipe)
-			out.ReadString('\n') // ready
-			round := func() float64 {
-				var best []float64
-				for range 3 {
-					fmt.Fprintf(in, "%d\n", n)
-					line, _ := out.ReadString('\n')
-					v, _ := strconv.ParseFloat(strings.TrimSpace(line), 64)
-					best = append(best, v)
-				}
-				return slices.Min(best)
-			}
-			without := round()
+			cmd, in, round := startLoop(b, python, script, mode)
+			without := round(n)
 			var p *PythonPlan
 			var sems SemaphorePlan
 			files, _ := ExecutableFiles("/proc", cmd.Process.Pid)
@@ -106,7 +90,7 @@ func BenchmarkPythonLockProbe(b *testing.B) {
 			}
 			before := waits
 			st0, _ := s.Objects().PyLockReturn.Stats()
-			with := round()
+			with := round(n)
 			st1, _ := s.Objects().PyLockReturn.Stats()
 			time.Sleep(50 * time.Millisecond)
 			read := waits - before
@@ -125,5 +109,29 @@ func BenchmarkPythonLockProbe(b *testing.B) {
 				name, mode, without, per, with, with-without, read, prog)
 			b.ReportMetric(with-without, name+"-"+mode+"-ns")
 		}
+	}
+}
+
+// startLoop runs a benchmark loop script (lockloop.py, callloop.py): it
+// prints "ready", then for each line N on stdin runs N rounds and prints
+// the mean ns a round. round(n) is the best of three such runs.
+func startLoop(b *testing.B, python, script string, args ...string) (*exec.Cmd, io.WriteCloser, func(n int) float64) {
+	cmd := exec.Command(python, append([]string{script}, args...)...)
+	in, _ := cmd.StdinPipe()
+	outPipe, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	out := bufio.NewReader(outPipe)
+	out.ReadString('\n') // ready
+	return cmd, in, func(n int) float64 {
+		var best []float64
+		for range 3 {
+			fmt.Fprintf(in, "%d\n", n)
+			line, _ := out.ReadString('\n')
+			v, _ := strconv.ParseFloat(strings.TrimSpace(line), 64)
+			best = append(best, v)
+		}
+		return slices.Min(best)
 	}
 }
