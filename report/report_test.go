@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/gpuprof/gpuprof/correlate"
+	"github.com/gpuprof/gpuprof/cudaapi"
+	"github.com/gpuprof/gpuprof/events"
 )
 
 func TestLine(t *testing.T) {
@@ -68,11 +70,25 @@ func TestJSONLOmitsWhatWasNotMeasured(t *testing.T) {
 func TestSummary(t *testing.T) {
 	c, _ := correlate.New(correlate.Config{})
 	var b bytes.Buffer
-	WriteSummary(&b, Summary{Target: "PID 1", Attached: 2, Run: c.Summary(), Loss: Loss{Delivered: 10, RingbufFull: 2}})
+	WriteSummary(&b, Summary{Target: "PID 1", Attached: 2, Run: c.Summary(), LaunchSampling: "1 s in every 10 s"})
+	WriteLoss(&b, Loss{Delivered: 10, RingbufFull: 2})
 	out := b.String()
-	for _, want := range []string{"PID 1", "0 steps", "not found", "--step-boundary", "2 lost (ring buffer full 2"} {
+	if strings.Contains(out, "--step-boundary") || strings.Contains(out, "launches counted") {
+		t.Errorf("a process with no CUDA call is told to name a boundary, or of launch sampling:\n%s", out)
+	}
+	for _, want := range []string{"PID 1", "0 steps", "none: this process made no CUDA call", "2 lost (ring buffer full 2"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
 		}
+	}
+
+	// CUDA calls but no step found: the user can name the boundary.
+	sync, _ := cudaapi.ByName("cudaStreamSynchronize")
+	e := events.Event{Kind: events.KindCall, API: sync.ID, PID: 1, TID: 1, Start: 1e9, End: 1e9 + 1e6}
+	c.Add(&e)
+	b.Reset()
+	WriteSummary(&b, Summary{Target: "PID 1", Attached: 2, Run: c.Summary()})
+	if out := b.String(); !strings.Contains(out, "not found") || !strings.Contains(out, "--step-boundary") {
+		t.Errorf("no step found among CUDA calls, and no hint to name the boundary:\n%s", out)
 	}
 }

@@ -32,16 +32,20 @@ type Summary struct {
 	// LaunchSampling says how launches were counted when not all were
 	// ("launches counted 1 s in every 10 s once steps were found").
 	LaunchSampling string
-	Loss           Loss
 }
 
 // WriteSummary prints the end-of-run summary.
 func WriteSummary(w io.Writer, s Summary) {
 	r := s.Run
 	fmt.Fprintf(w, "gpuprof: %s, attached %s, %d steps\n", s.Target, Duration(s.Attached), r.Steps)
-	if r.Anchor != nil {
+	switch {
+	case r.Anchor != nil:
 		fmt.Fprintf(w, "step boundary: %s on thread %d (%s)\n", r.Anchor.Calls, r.Anchor.TID, r.Anchor.Reason)
-	} else {
+	case len(r.Threads) == 0:
+		// An engine, DataLoader worker or launcher process: no steps to
+		// find, and no flag would change that.
+		fmt.Fprintln(w, "step boundary: none: this process made no CUDA call")
+	default:
 		fmt.Fprintln(w, "step boundary: not found: no CUDA call repeated once a step on any thread; name one with --step-boundary")
 	}
 	if r.Steps > 0 {
@@ -98,7 +102,7 @@ func WriteSummary(w io.Writer, s Summary) {
 		wt := r.Waits[i]
 		return fmt.Sprintf("%d\t%d\t%s\t%d\t%s\t %s", wt.PID, wt.TID, wt.Kind, wt.Count, Duration(wt.Seconds), wt.What)
 	})
-	if s.LaunchSampling != "" {
+	if s.LaunchSampling != "" && launched(r) {
 		fmt.Fprintf(w, "launches counted %s: per-step launch figures are from those steps, kernel counts below are samples\n", s.LaunchSampling)
 	}
 	if len(s.Kernels) > 0 {
@@ -120,7 +124,21 @@ func WriteSummary(w io.Writer, s Summary) {
 			fmt.Fprintf(w, "  look at  %s\n", n)
 		}
 	}
-	l := s.Loss
+}
+
+// launched says whether any thread of the process launched kernels.
+func launched(r correlate.Summary) bool {
+	for _, t := range r.Threads {
+		if t.Launches+t.GraphLaunches > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// WriteLoss prints what was lost on the way from the probes: once for
+// the session, after every process's summary.
+func WriteLoss(w io.Writer, l Loss) {
 	fmt.Fprintf(w, "events: %d delivered, %d lost (ring buffer full %d, unreadable %d); %d calls whose return was not seen\n",
 		l.Delivered, l.RingbufFull+l.BadRecords, l.RingbufFull, l.BadRecords, l.StaleCalls)
 	if l.KernelsFull > 0 {

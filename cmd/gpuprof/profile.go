@@ -241,7 +241,7 @@ func noteAttached(live *report.Live, lp probes.LibraryPlan) {
 }
 
 // writeSummaries prints a summary for each process that made CUDA calls or
-// Python waits; the loss counters are the session's, shown with each.
+// Python waits, the job's view, and the session's loss counters.
 func writeSummaries(w io.Writer, sess *probes.Session, st *stepper, attached time.Duration, sampling string) {
 	stats := sess.Stats()
 	kl, _ := sess.KernelLaunches()
@@ -258,9 +258,7 @@ func writeSummaries(w io.Writer, sess *probes.Session, st *stepper, attached tim
 		if pid == 0 {
 			target = "no process made a CUDA call"
 		}
-		s := report.Summary{Target: target, Attached: attached.Seconds(), Run: p.corr.Summary(), LaunchSampling: sampling,
-			Loss: report.Loss{Delivered: stats.Events, RingbufFull: stats.RingbufFull, BadRecords: stats.BadRecords,
-				StaleCalls: stats.StaleCalls, KernelsFull: stats.KernelMapFull}}
+		s := report.Summary{Target: target, Attached: attached.Seconds(), Run: p.corr.Summary(), LaunchSampling: sampling}
 		for _, k := range kl {
 			if k.PID != pid {
 				continue
@@ -274,6 +272,8 @@ func writeSummaries(w io.Writer, sess *probes.Session, st *stepper, attached tim
 		report.WriteSummary(w, s)
 	}
 	st.writeJob(w)
+	report.WriteLoss(w, report.Loss{Delivered: stats.Events, RingbufFull: stats.RingbufFull, BadRecords: stats.BadRecords,
+		StaleCalls: stats.StaleCalls, KernelsFull: stats.KernelMapFull})
 }
 
 // writeProbeStats prints how often each program ran: the probe hits the

@@ -52,9 +52,9 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 			span = time.Duration(sum.LastNS - sum.FirstNS)
 		}
 		target := fmt.Sprintf("PID %d in trace %s (gpuprof %s)", pid, fs.Arg(0), h.Version)
-		report.WriteSummary(stdout, report.Summary{Target: target, Attached: span.Seconds(), Run: sum,
-			Loss: report.Loss{Delivered: uint64(len(evs)), BadRecords: uint64(unknown)}})
+		report.WriteSummary(stdout, report.Summary{Target: target, Attached: span.Seconds(), Run: sum})
 	}
 	st.writeJob(stdout)
+	report.WriteLoss(stdout, report.Loss{Delivered: uint64(len(evs)), BadRecords: uint64(unknown)})
 	return nil
 }
