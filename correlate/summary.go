@@ -57,6 +57,7 @@ type WaitTotal struct {
 type Summary struct {
 	WallTime      Dist
 	User          []UserTotal // the user-named probes, by name
+	UserThreads   []UserTotal // the same, by name and thread (PID and TID set)
 	DispatchWait  Dist        // over steps, when Python waits are probed
 	DataTime      Dist
 	FetchTime     Dist
@@ -93,7 +94,7 @@ type waitKey struct {
 
 type summaryAcc struct {
 	user        map[string]*UserTotal
-	userThreads map[string]map[uint32]bool
+	userThreads map[waitKey]*UserTotal // by function (what) and thread
 	waits       map[waitKey]*WaitTotal
 	wallT       []float64
 	fetchT      []float64
@@ -120,7 +121,7 @@ type summaryAcc struct {
 
 func newSummaryAcc() summaryAcc {
 	return summaryAcc{threads: map[uint64]*ThreadTotals{}, sources: map[ComputeSource]int{}, waits: map[waitKey]*WaitTotal{},
-		user: map[string]*UserTotal{}, userThreads: map[string]map[uint32]bool{}}
+		user: map[string]*UserTotal{}, userThreads: map[waitKey]*UserTotal{}}
 }
 
 func (s *summaryAcc) addEvent(e *events.Event, a cudaapi.API) {
@@ -162,6 +163,7 @@ func (s *summaryAcc) addEvent(e *events.Event, a cudaapi.API) {
 // UserTotal is the time in one user-named probe.
 type UserTotal struct {
 	Role, Name string
+	PID, TID   uint32 // in UserThreads
 	Calls      int
 	Seconds    float64
 	Threads    int
@@ -172,12 +174,18 @@ func (s *summaryAcc) addUser(e *events.Event, up UserProbe) {
 	if u == nil {
 		u = &UserTotal{Role: up.Role, Name: up.Name}
 		s.user[up.Name] = u
-		s.userThreads[up.Name] = map[uint32]bool{}
 	}
-	u.Calls++
-	u.Seconds += seconds(e.Duration())
-	s.userThreads[up.Name][e.TID] = true
-	u.Threads = len(s.userThreads[up.Name])
+	k := waitKey{e.PID, e.TID, up.Name}
+	t := s.userThreads[k]
+	if t == nil {
+		t = &UserTotal{Role: up.Role, Name: up.Name, PID: e.PID, TID: e.TID, Threads: 1}
+		s.userThreads[k] = t
+		u.Threads++
+	}
+	for _, x := range []*UserTotal{u, t} {
+		x.Calls++
+		x.Seconds += seconds(e.Duration())
+	}
 }
 
 func (s *summaryAcc) addWait(e *events.Event, kind WaitKind, what string) {
@@ -253,6 +261,13 @@ func (c *Correlator) Summary() Summary {
 		out.User = append(out.User, *u)
 	}
 	sort.Slice(out.User, func(i, j int) bool { return out.User[i].Name < out.User[j].Name })
+	for _, u := range s.userThreads {
+		out.UserThreads = append(out.UserThreads, *u)
+	}
+	sort.Slice(out.UserThreads, func(i, j int) bool {
+		a, b := out.UserThreads[i], out.UserThreads[j]
+		return a.Name < b.Name || a.Name == b.Name && (a.PID < b.PID || a.PID == b.PID && a.TID < b.TID)
+	})
 	for _, w := range s.waits {
 		out.Waits = append(out.Waits, *w)
 	}

@@ -30,3 +30,22 @@ func WriteJob(w io.Writer, j correlate.Job) {
 	fmt.Fprintf(w, "slowest: PID %d, %.0f%% longer a step than the fastest\n", j.Slowest, 100*j.Skew)
 	fmt.Fprintf(w, "job bottleneck (the slowest process's: ranks that step together move at its pace): %s\n", j.Verdict.Bottleneck)
 }
+
+// WriteWorkers prints the balance of each kind of work several threads
+// share (engines, --probe infer/data/fetch functions).
+func WriteWorkers(w io.Writer, groups []correlate.WorkerGroup) {
+	if len(groups) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nworkers (threads sharing one kind of work; the slowest against the median):")
+	for _, g := range groups {
+		fmt.Fprintf(w, "  %s: %d threads, median %s a call; slowest PID %d thread %d, %s (%+.0f%%)\n", g.What,
+			len(g.Workers), Duration(g.Median), g.Slowest.PID, g.Slowest.TID, Duration(g.Slowest.Mean), 100*g.Skew)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "\tpid\ttid\tcalls\ta call\t")
+		for _, x := range g.Workers {
+			fmt.Fprintf(tw, "\t%d\t%d\t%d\t%s\t\n", x.PID, x.TID, x.Calls, Duration(x.Mean))
+		}
+		tw.Flush()
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,6 +41,9 @@ func TestPythonFunctionProbes(t *testing.T) {
 		for _, funcs := range runs {
 			t.Run(name+"/"+strings.Join(funcs, "+"), func(t *testing.T) {
 				calls, evs, out := timePythonCalls(t, python, funcs)
+				if funcs[0] == "fetch" {
+					checkWorkers(t, calls, out)
+				}
 				for i, f := range funcs {
 					short := f[strings.LastIndexByte(f, '.')+1:]
 					var mine []events.Event
@@ -141,5 +145,22 @@ func checkCalls(t *testing.T, name string, logged []loggedCall, evs []events.Eve
 			t.Errorf("%s: a timed call is %.0f µs shorter than the caller saw it (median), want under 100", name, med)
 		}
 		t.Logf("%s: %d calls, caller's span less the timed one: median %.1f µs, max %.1f µs", name, len(gaps), gaps[len(gaps)/2], gaps[len(gaps)-1])
+	}
+}
+
+// checkWorkers: fetch runs on two threads, 2 ms a call on the main thread
+// (the one calling flaky too) and 1 ms on the worker: the workers table
+// names the main thread the slowest.
+func checkWorkers(t *testing.T, calls []loggedCall, out string) {
+	t.Helper()
+	i := slices.IndexFunc(calls, func(c loggedCall) bool { return c.Func == "flaky" })
+	if i < 0 {
+		t.Fatal("no flaky call logged")
+	}
+	main := calls[i].TID
+	want := "__main__:fetch (data): 2 threads, median"
+	slowest := fmt.Sprintf("slowest PID %d thread %d,", main, main)
+	if !strings.Contains(out, want) || !strings.Contains(out, slowest) {
+		t.Errorf("workers: want %q and %q in\n%s", want, slowest, out)
 	}
 }

@@ -127,7 +127,8 @@ func (s *stepper) emit(steps []correlate.Step) {
 	}
 }
 
-// writeJob prints the job view when several processes have steps.
+// writeJob prints the job view when several processes have steps, and
+// the balance of work several threads share.
 func (s *stepper) writeJob(w io.Writer) {
 	var runs []correlate.ProcessRun
 	for _, pid := range s.pids() {
@@ -136,4 +137,5 @@ func (s *stepper) writeJob(w io.Writer) {
 	if j, ok := correlate.DiagnoseJob(runs); ok {
 		report.WriteJob(w, j)
 	}
+	report.WriteWorkers(w, correlate.Workers(runs))
 }
