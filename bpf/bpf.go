@@ -48,8 +48,9 @@ const (
 
 // Settings are the programs' load-time constants.
 type Settings struct {
-	WakeupBytes uint64 // data waiting in the ring buffer before the reader is woken
-	PyMinWaitNS uint64 // Python lock waits shorter than this are not reported
+	WakeupBytes  uint64 // data waiting in the ring buffer before the reader is woken
+	PyMinWaitNS  uint64 // Python lock waits shorter than this are not reported
+	PyReadCookie uint64 // the cookie of the wait probe on _Py_read
 }
 
 // Load loads the programs and maps into the kernel.
@@ -63,6 +64,9 @@ func Load(set Settings) (*Objects, error) {
 	}
 	if err := spec.Variables["py_min_wait_ns"].Set(set.PyMinWaitNS); err != nil {
 		return nil, fmt.Errorf("set py_min_wait_ns: %w", err)
+	}
+	if err := spec.Variables["py_read_cookie"].Set(set.PyReadCookie); err != nil {
+		return nil, fmt.Errorf("set py_read_cookie: %w", err)
 	}
 	var objs Objects
 	if err := spec.LoadAndAssign(&objs, nil); err != nil {

@@ -64,7 +64,7 @@ struct event {
 	__u64 ret;
 	__u64 out;           // value read through an output pointer at return
 	__u32 pool_state;    // the pool's append+pop counter + 1 (a deque's state), 0: not read
-	__u32 pad;
+	__u32 pool_gets;     // items taken from the pool + 1 (a multiprocessing queue's reads), 0: not counted
 };
 
 struct name_event {
@@ -207,6 +207,10 @@ volatile const __u64 wakeup_bytes = 1 << 20;
 // Python lock waits shorter than this are not reported.
 volatile const __u64 py_min_wait_ns = 50000;
 
+// py_read_cookie is the cookie of the wait probe on the interpreter's
+// _Py_read (probes/python.go readCookie).
+volatile const __u64 py_read_cookie = 9;
+
 // The task fields read through BTF (CO-RE): fsbase is pthread_self() on
 // x86-64, which CPython 3.10 keeps as the thread's id.
 struct thread_struct {
@@ -302,10 +306,11 @@ static __always_inline void emit_name(struct call_slot *slot, __u64 cookie, __u6
 // found): read at each CUDA call return and write, so a step's pool is its
 // length as the step ended, with no polling.
 struct pool_word {
-	__u64 addr;  // an aligned word of the target's memory
-	__u32 max;   // 0: the word is the length (ob_size); else a semaphore's maximum, length = max - value
-	__u32 pad;
-	__u64 state; // a deque's state counter (appends + poplefts), 0: none
+	__u64 addr;    // an aligned word of the target's memory
+	__u32 max;     // 0: the word is the length (ob_size); else a semaphore's maximum, length = max - value
+	__u32 read_fd; // a multiprocessing queue's pipe read end + 1, 0: none
+	__u64 state;   // a deque's state counter (appends + poplefts), 0: none
+	__u64 gets;    // 4-byte reads of read_fd: items taken (count_pool_read)
 };
 
 struct {
@@ -321,7 +326,7 @@ static __always_inline void read_pool(struct event *e)
 {
 	e->pool = 0;
 	e->pool_state = 0;
-	e->pad = 0;
+	e->pool_gets = 0;
 	__u32 pid = e->pid;
 	struct pool_word *pw = bpf_map_lookup_elem(&pools, &pid);
 	if (!pw)
@@ -337,6 +342,8 @@ static __always_inline void read_pool(struct event *e)
 	}
 	if (pw->state && e->pool && !bpf_probe_read_user(&v, sizeof(v), (void *)pw->state))
 		e->pool_state = (__u32)v + 1;
+	if (pw->read_fd && e->pool)
+		e->pool_gets = (__u32)pw->gets + 1;
 }
 
 SEC("uretprobe.multi")
@@ -495,9 +502,22 @@ int lib_load(struct pt_regs *ctx)
 // (queue.Queue.get, Event.wait, Condition.wait, multiprocessing locks),
 // poll and select (multiprocessing queues and connections), and sleeps.
 // The return probe times the wait and reads the waiting frames.
+// count_pool_read counts a multiprocessing queue's items taken: each get
+// reads the item's 4-byte length from the queue's pipe, then the pickle
+// (multiprocessing.connection.Connection._recv_bytes), through _Py_read.
+static __always_inline void count_pool_read(struct pt_regs *ctx)
+{
+	__u32 pid = bpf_get_current_pid_tgid() >> 32;
+	struct pool_word *pw = bpf_map_lookup_elem(&pools, &pid);
+	if (pw && pw->read_fd && PT_REGS_PARM1(ctx) == pw->read_fd - 1 && PT_REGS_PARM3(ctx) == 4)
+		__sync_fetch_and_add(&pw->gets, 1);
+}
+
 SEC("uprobe.multi")
 int py_lock_entry(struct pt_regs *ctx)
 {
+	if (bpf_get_attach_cookie(ctx) == py_read_cookie)
+		count_pool_read(ctx);
 	struct thread_state *ts = thread_state(1);
 	if (!ts)
 		return 0;

@@ -31,7 +31,7 @@ type gpuprofEvent struct {
 	Ret           uint64
 	Out           uint64
 	PoolState     uint32
-	Pad           uint32
+	PoolGets      uint32
 }
 
 type gpuprofKernelKey struct {
@@ -56,11 +56,12 @@ type gpuprofNameEvent struct {
 }
 
 type gpuprofPoolWord struct {
-	_     structs.HostLayout
-	Addr  uint64
-	Max   uint32
-	Pad   uint32
-	State uint64
+	_      structs.HostLayout
+	Addr   uint64
+	Max    uint32
+	ReadFd uint32
+	State  uint64
+	Gets   uint64
 }
 
 type gpuprofPyCall struct {
@@ -197,6 +198,7 @@ const (
 	gpuprofProgPyLockEntry    = "py_lock_entry"
 	gpuprofProgPyLockReturn   = "py_lock_return"
 	gpuprofVarPyMinWaitNs     = "py_min_wait_ns"
+	gpuprofVarPyReadCookie    = "py_read_cookie"
 	gpuprofVarUnusedEvent     = "unused_event"
 	gpuprofVarUnusedKernelKey = "unused_kernel_key"
 	gpuprofVarUnusedNameEvent = "unused_name_event"
@@ -282,6 +284,7 @@ type gpuprofMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type gpuprofVariableSpecs struct {
 	PyMinWaitNs     *ebpf.VariableSpec `ebpf:"py_min_wait_ns"`
+	PyReadCookie    *ebpf.VariableSpec `ebpf:"py_read_cookie"`
 	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedKernelKey *ebpf.VariableSpec `ebpf:"unused_kernel_key"`
 	UnusedNameEvent *ebpf.VariableSpec `ebpf:"unused_name_event"`
@@ -341,6 +344,7 @@ func (m *gpuprofMaps) Close() error {
 // It can be passed to loadGpuprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type gpuprofVariables struct {
 	PyMinWaitNs     *ebpf.Variable `ebpf:"py_min_wait_ns"`
+	PyReadCookie    *ebpf.Variable `ebpf:"py_read_cookie"`
 	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`
 	UnusedKernelKey *ebpf.Variable `ebpf:"unused_kernel_key"`
 	UnusedNameEvent *ebpf.Variable `ebpf:"unused_name_event"`

@@ -244,6 +244,7 @@ func (b *builder) measure() Step {
 type poolRead struct {
 	n     int
 	state uint32 // + 1; 0: no counter
+	gets  uint32 // items taken so far + 1; 0: not counted
 	ok    bool
 }
 
@@ -253,12 +254,12 @@ type poolRead struct {
 func (b *builder) poolRead() poolRead {
 	for _, it := range b.limbo {
 		if e := &it.ev; e.Kind == events.KindWrite && e.Pool != 0 {
-			return poolRead{n: int(e.Pool - 1), state: e.PoolState, ok: true}
+			return poolRead{n: int(e.Pool - 1), state: e.PoolState, gets: e.PoolGets, ok: true}
 		}
 	}
 	for i := len(b.cur) - 1; i >= 0; i-- {
 		if e := &b.cur[i].ev; e.Kind == events.KindCall && e.Pool != 0 {
-			return poolRead{n: int(e.Pool - 1), state: e.PoolState, ok: true}
+			return poolRead{n: int(e.Pool - 1), state: e.PoolState, gets: e.PoolGets, ok: true}
 		}
 	}
 	return poolRead{}
@@ -267,7 +268,9 @@ func (b *builder) poolRead() poolRead {
 // measurePool sets the step's pool, and the samples taken from it since
 // the previous step's reading: a deque counts its appends and poplefts
 // (state), so gets = (Δstate - Δlength) / 2 whatever the engines put
-// meanwhile.
+// meanwhile; a multiprocessing queue's gets are counted as such (gets;
+// the count starts afresh when the pool's word is set again, so a count
+// that went down says nothing).
 func (b *builder) measurePool(s *Step, r poolRead) {
 	prev := b.prevPool
 	b.prevPool = r
@@ -275,7 +278,16 @@ func (b *builder) measurePool(s *Step, r poolRead) {
 		return
 	}
 	s.Pool, s.PoolMeasured = r.n, true
-	if r.state == 0 || !prev.ok || prev.state == 0 {
+	if !prev.ok {
+		return
+	}
+	if r.gets != 0 && prev.gets != 0 {
+		if r.gets >= prev.gets {
+			s.Samples, s.SamplesMeasured = int(r.gets-prev.gets), true
+		}
+		return
+	}
+	if r.state == 0 || prev.state == 0 {
 		return
 	}
 	if twice := int(r.state-prev.state) - (r.n - prev.n); twice >= 0 && twice%2 == 0 {

@@ -118,3 +118,39 @@ func TestSamplesFromDequeState(t *testing.T) {
 		within(t, "thru", s.Thru, 4/s.WallTime, 1e-9)
 	}
 }
+
+// TestSamplesFromPipeReads: a multiprocessing queue's items taken are
+// counted as such (its pipe's 4-byte reads); a count that starts afresh
+// (the pool's word set again) gives that step no samples.
+func TestSamplesFromPipeReads(t *testing.T) {
+	tr := newThread(100, 101, 0)
+	gets := uint32(0)
+	for i := range 40 {
+		gets += 4
+		if i == 20 {
+			gets = 2 // counted afresh
+		}
+		tr.idle(2 * ms)
+		tr.call(t, "cudaMemcpyAsync", 20*us, 0xa000, 0xb000, 4<<20, 1, 0x55)
+		tr.launch(20, 10*us)
+		e := tr.call(t, "cudaStreamSynchronize", 3*ms, 0x55)
+		e.Pool, e.PoolGets = 2+1, gets+1
+	}
+	_, steps := run(t, Config{}, tr.evs)
+	if len(steps) != 39 {
+		t.Fatalf("%d steps", len(steps))
+	}
+	unmeasured := 0
+	for i, s := range steps {
+		if !s.SamplesMeasured {
+			unmeasured++
+			continue
+		}
+		if s.Samples != 4 {
+			t.Fatalf("step %d: %d samples, want 4", i, s.Samples)
+		}
+	}
+	if unmeasured != 1 {
+		t.Errorf("%d steps without samples, want the one whose count started afresh", unmeasured)
+	}
+}

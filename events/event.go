@@ -68,7 +68,9 @@ type Event struct {
 	// Pool is, for a call of the step thread once its sample pool is known,
 	// the pool's length + 1 as the call returned; 0: not read. PoolState is
 	// its append+pop counter + 1 (a queue.Queue's deque), 0: not read.
-	Pool, PoolState uint32
+	// PoolGets is the items taken from it so far + 1 (a multiprocessing
+	// queue's 4-byte pipe reads), 0: not counted.
+	Pool, PoolState, PoolGets uint32
 
 	Name string // kernel name, for KindKernelName
 

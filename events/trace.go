@@ -49,6 +49,7 @@ type traceLine struct {
 	Out           uint64    `json:"o,omitempty"`
 	Pool          uint32    `json:"p,omitempty"`
 	PoolState     uint32    `json:"ps,omitempty"`
+	PoolGets      uint32    `json:"pg,omitempty"`
 	Name          string    `json:"n,omitempty"`
 	Frames        []PyFrame `json:"f,omitempty"`
 }
@@ -91,7 +92,7 @@ func CreateTrace(path string, h TraceHeader) (*TraceWriter, error) {
 func (w *TraceWriter) Write(e *Event) error {
 	l := traceLine{Kind: kindNames[e.Kind], PID: e.PID, TID: e.TID, Start: e.Start, End: e.End,
 		Launches: e.Launches, GraphLaunches: e.GraphLaunches, LaunchFirst: e.LaunchFirst,
-		LaunchLast: e.LaunchLast, Args: e.Args, Ret: e.Ret, Out: e.Out, Pool: e.Pool, PoolState: e.PoolState, Name: e.Name, Frames: e.Frames}
+		LaunchLast: e.LaunchLast, Args: e.Args, Ret: e.Ret, Out: e.Out, Pool: e.Pool, PoolState: e.PoolState, PoolGets: e.PoolGets, Name: e.Name, Frames: e.Frames}
 	if a, ok := cudaapi.ByID(e.API); ok {
 		l.API = a.Name
 	} else if e.API >= cudaapi.UserBase {
@@ -146,7 +147,7 @@ func ReadTrace(path string) (TraceHeader, []Event, int, error) {
 		}
 		e := Event{Kind: kinds[l.Kind], PID: l.PID, TID: l.TID, Start: l.Start, End: l.End,
 			Launches: l.Launches, GraphLaunches: l.GraphLaunches, LaunchFirst: l.LaunchFirst,
-			LaunchLast: l.LaunchLast, Args: l.Args, Ret: l.Ret, Out: l.Out, Pool: l.Pool, PoolState: l.PoolState, Name: l.Name, Frames: l.Frames}
+			LaunchLast: l.LaunchLast, Args: l.Args, Ret: l.Ret, Out: l.Out, Pool: l.Pool, PoolState: l.PoolState, PoolGets: l.PoolGets, Name: l.Name, Frames: l.Frames}
 		if n, ok := strings.CutPrefix(l.API, "user:"); ok {
 			i, err := strconv.Atoi(n)
 			if err != nil || i < 0 || i >= len(h.UserProbes) {

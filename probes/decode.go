@@ -38,7 +38,7 @@ func decodeRecord(raw []byte, ev *events.Event) error {
 		*ev = events.Event{Kind: kind, API: r.Api, PID: r.Pid, TID: r.Tid,
 			Start: r.StartNs, End: r.EndNs, Launches: r.Launches, GraphLaunches: r.GraphLaunches,
 			LaunchFirst: r.LaunchFirstNs, LaunchLast: r.LaunchLastNs, Args: r.Args, Ret: r.Ret, Out: r.Out,
-			Pool: r.Pool, PoolState: r.PoolState}
+			Pool: r.Pool, PoolState: r.PoolState, PoolGets: r.PoolGets}
 	case bpf.KindKernelName:
 		if len(raw) < nameSize {
 			return fmt.Errorf("decode record: %d bytes, want %d", len(raw), nameSize)

@@ -55,6 +55,7 @@ type watchedPool struct {
 	last     int
 	sent     time.Time
 	shared   int64 // a semaphore another process resolved: its maximum
+	sharedFD int   // and its queue's pipe read end here, -1: not found
 }
 
 // poolWatch holds the queues found and reads them.
@@ -83,16 +84,22 @@ type poolWatch struct {
 }
 
 type bpfPool struct {
-	addr  uint64
-	max   uint32
-	state uint64
+	addr   uint64
+	max    uint32
+	state  uint64
+	readFD uint32 // + 1, 0: none
 }
 
-// wordOf is where BPF reads a pool's length and state counter.
+// wordOf is where BPF reads a pool's length and state counter, and which
+// descriptor's reads count its items taken.
 func wordOf(p *pymem.Pool) bpfPool {
 	addr, max := p.Word()
 	state, _ := p.StateWord()
-	return bpfPool{addr, max, state}
+	w := bpfPool{addr: addr, max: max, state: state}
+	if fd, ok := p.ReadFD(); ok {
+		w.readFD = uint32(fd) + 1
+	}
+	return w
 }
 
 func newPoolWatch(setWord func(pid uint32, p bpfPool) error) *poolWatch {

@@ -2,6 +2,10 @@ package probes
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gpuprof/gpuprof/pymem"
@@ -57,7 +61,10 @@ func (w *poolWatch) share(k poolKey, wp *watchedPool, minor int, now time.Time) 
 		if _, seen := w.watched[pk]; seen {
 			continue
 		}
-		sp := &watchedPool{last: -1, shared: int64(max)}
+		sp := &watchedPool{last: -1, shared: int64(max), sharedFD: -1}
+		if fd, ok := wp.pool.ReadFD(); ok {
+			sp.sharedFD = sameReadEnd(w.procRoot, k.pid, fd, pid)
+		}
 		if err := w.resolveShared(pk, sp, minor, now); err != nil {
 			continue
 		}
@@ -80,6 +87,51 @@ func (w *poolWatch) resolveShared(k poolKey, wp *watchedPool, minor int, now tim
 	if err != nil {
 		return fmt.Errorf("shared pool: %w", err)
 	}
+	p.SetReadFD(wp.sharedFD)
 	wp.pool, wp.resolved = p, now
 	return nil
+}
+
+// sameReadEnd is the descriptor of process to that reads the pipe fd
+// reads in process from (the queue's items come through it), or -1: the
+// same pipe (by inode), opened for reading.
+func sameReadEnd(procRoot string, from, fd, to int) int {
+	pipe, err := os.Readlink(filepath.Join(procRoot, strconv.Itoa(from), "fd", strconv.Itoa(fd)))
+	if err != nil || !strings.HasPrefix(pipe, "pipe:") {
+		return -1
+	}
+	dir := filepath.Join(procRoot, strconv.Itoa(to), "fd")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return -1
+	}
+	for _, e := range ents {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if link, err := os.Readlink(filepath.Join(dir, e.Name())); err != nil || link != pipe {
+			continue
+		}
+		if readOnly(filepath.Join(procRoot, strconv.Itoa(to), "fdinfo", e.Name())) {
+			return n
+		}
+	}
+	return -1
+}
+
+// readOnly says whether an fdinfo file's flags open the file for reading
+// only (O_ACCMODE bits 0: the pipe's read end, not its write end).
+func readOnly(fdinfo string) bool {
+	b, err := os.ReadFile(fdinfo)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "flags:"); ok {
+			flags, err := strconv.ParseUint(strings.TrimSpace(v), 8, 64)
+			return err == nil && flags&3 == 0
+		}
+	}
+	return false
 }

@@ -99,7 +99,8 @@ func Open(cfg Config) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	objs, err := bpf.Load(bpf.Settings{WakeupBytes: uint64(size) / 4, PyMinWaitNS: uint64(cfg.PyMinWait)})
+	objs, err := bpf.Load(bpf.Settings{WakeupBytes: uint64(size) / 4, PyMinWaitNS: uint64(cfg.PyMinWait),
+		PyReadCookie: uint64(readCookie)})
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +115,9 @@ func Open(cfg Config) (*Session, error) {
 			if p.addr == 0 {
 				return objs.Pools.Delete(pid)
 			}
-			return objs.Pools.Put(pid, bpf.PoolWord{Addr: p.addr, Max: p.max, State: p.state})
+			// Put starts the items-taken count (Gets) afresh: readers
+			// take differences, and skip one that goes down.
+			return objs.Pools.Put(pid, bpf.PoolWord{Addr: p.addr, Max: p.max, State: p.state, ReadFd: p.readFD})
 		})
 		sess.pools.procRoot, sess.pools.peers = cfg.ProcRoot, sess.otherTargets
 	}

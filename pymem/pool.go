@@ -29,6 +29,7 @@ type Pool struct {
 	seqType  uint64
 	deque    bool
 	maxvalue int64
+	readFD   int // KindMPQueue: self._reader's file descriptor, -1 unknown
 }
 
 // Pool resolves the queue object obj: its class (by name and module, up
@@ -156,7 +157,75 @@ func (r *Reader) resolveMPQueue(p *Pool, obj uint64, t *typeInfo) error {
 		return fmt.Errorf("_sem._semlock: sem_t: %w", err)
 	}
 	p.addr, p.maxvalue = handle, maxvalue
+	// Its length says nothing of how many items were taken; its pipe's
+	// reads do (ReadFD). Without it the pool still has a length.
+	p.readFD = -1
+	if fd, err := r.readerFD(obj, t); err == nil {
+		p.readFD = fd
+	}
 	return nil
+}
+
+// ReadFD is a multiprocessing queue's pipe read end in the process that
+// resolved it: each get reads an item's 4-byte length from it, then the
+// pickle (multiprocessing.connection: Connection._recv_bytes), so the
+// 4-byte reads of this descriptor count the items taken. ok is false for
+// other pools, or where it was not found.
+func (p *Pool) ReadFD() (fd int, ok bool) {
+	return p.readFD, p.Kind == KindMPQueue && p.readFD >= 0
+}
+
+// SetReadFD says which descriptor is the queue's pipe read end in this
+// Pool's process, for a semaphore resolved in another process
+// (SemaphorePool) whose queue's pipe the caller found here.
+func (p *Pool) SetReadFD(fd int) { p.readFD = fd }
+
+// readerFD reads self._reader._handle: the Connection's file descriptor,
+// a small int.
+func (r *Reader) readerFD(obj uint64, t *typeInfo) (int, error) {
+	conn, err := r.attr(obj, t, "_reader")
+	if err != nil {
+		return 0, fmt.Errorf("attribute _reader: %w", err)
+	}
+	ct, err := r.objType(conn)
+	if err != nil {
+		return 0, fmt.Errorf("_reader: its type: %w", err)
+	}
+	h, err := r.attr(conn, ct, "_handle")
+	if err != nil {
+		return 0, fmt.Errorf("_reader: attribute _handle: %w", err)
+	}
+	if err := r.checkType(h, "int"); err != nil {
+		return 0, fmt.Errorf("_reader._handle: %w", err)
+	}
+	n, err := r.smallInt(h)
+	if err != nil {
+		return 0, fmt.Errorf("_reader._handle: %w", err)
+	}
+	return int(n), nil
+}
+
+// smallInt reads a non-negative int below 2**30 (one digit): 3.10 and
+// 3.11 keep the digit count in ob_size, 3.12+ in lv_tag (count << 3, the
+// low bits the sign: 1 for zero); the first digit follows at 24 in all.
+func (r *Reader) smallInt(obj uint64) (int64, error) {
+	var b [28]byte
+	if err := r.read(obj, b[:]); err != nil {
+		return 0, err
+	}
+	size := int64(le.Uint64(b[r.l.VarSize:]))
+	digit := int64(le.Uint32(b[24:]))
+	ndigits, negative := size, size < 0
+	if r.minor >= 12 {
+		ndigits, negative = size>>3, size&3 == 2
+	}
+	switch {
+	case negative || ndigits > 1:
+		return 0, fmt.Errorf("int of %d digits (negative %v): not a small non-negative int", ndigits, negative)
+	case ndigits == 0:
+		return 0, nil
+	}
+	return digit, nil
 }
 
 // Len is the number of items in the queue now: one read of the target.
@@ -232,7 +301,7 @@ func (r *Reader) SemaphorePool(addr uint64, maxvalue int64) (*Pool, error) {
 	if maxvalue <= 0 {
 		return nil, fmt.Errorf("pymem: semaphore at %#x: maximum %d", addr, maxvalue)
 	}
-	p := &Pool{Kind: KindMPQueue, Type: "semaphore", r: r, obj: addr, addr: addr, maxvalue: maxvalue}
+	p := &Pool{Kind: KindMPQueue, Type: "semaphore", r: r, obj: addr, addr: addr, maxvalue: maxvalue, readFD: -1}
 	if _, err := p.length(); err != nil {
 		return nil, fmt.Errorf("pymem: semaphore at %#x: %w", addr, err)
 	}

@@ -21,8 +21,9 @@ type snapshot struct {
 	PID     int                   `json:"pid"`
 	Minor   int                   `json:"minor"`
 	Objects map[string][2]*uint64 `json:"objects"` // id, qsize or null
-	// handle, maxvalue, kind of each multiprocessing queue's SemLock
-	Semlocks map[string][3]uint64 `json:"semlocks"`
+	// handle, maxvalue, kind of each multiprocessing queue's SemLock, and
+	// the queue's pipe read end
+	Semlocks map[string][4]uint64 `json:"semlocks"`
 }
 
 // script is a running testdata/python script.
@@ -157,6 +158,11 @@ func TestPools(t *testing.T) {
 				if sl, ok := snap.Semlocks[obj]; ok && (p.addr != sl[0] || uint64(p.maxvalue) != sl[1] || sl[2] != semKindSemaphore) {
 					t.Errorf("%s: SemLock read as handle %#x, maxvalue %d; it says handle %#x, maxvalue %d, kind %d",
 						obj, p.addr, p.maxvalue, sl[0], sl[1], sl[2])
+				}
+				if fd, ok := p.ReadFD(); want == KindMPQueue && (!ok || uint64(fd) != snap.Semlocks[obj][3]) {
+					t.Errorf("%s: read end fd %d (found %v), it says %d", obj, fd, ok, snap.Semlocks[obj][3])
+				} else if want == KindQueue && ok {
+					t.Errorf("%s: a queue.Queue with a read end fd %d", obj, fd)
 				}
 				pools[obj] = p
 			}

@@ -5,7 +5,7 @@
 Prints one JSON line
 
   {"pid": ..., "minor": ..., "objects": {name: [id(obj), qsize or null]},
-   "semlocks": {name: [handle, maxvalue, kind]}}
+   "semlocks": {name: [handle, maxvalue, kind, reader fd]}}
 
 and then reads stdin: on a line "more" it puts one more item into every
 queue and prints the JSON again; at end of input it exits. In CPython,
@@ -91,7 +91,7 @@ def report():
     for name, obj in objects.items():
         if isinstance(obj, multiprocessing.queues.Queue):
             sl = obj._sem._semlock
-            semlocks[name] = [sl.handle, sl.maxvalue, sl.kind]
+            semlocks[name] = [sl.handle, sl.maxvalue, sl.kind, obj._reader.fileno()]
     print(json.dumps({
         "pid": os.getpid(),
         "minor": sys.version_info.minor,
