@@ -59,7 +59,7 @@ func (p *pools) noteWait(tid uint32, kind WaitKind, queue uint64) {
 		return
 	}
 	switch kind {
-	case WaitDispatch:
+	case WaitDispatch, WaitData: // a sample pool, or a DataLoader's batches
 		p.gotBy[tid] = queue
 	case WaitFull:
 		p.putInto = queue

@@ -60,7 +60,15 @@ func classifyWait(e *events.Event) (WaitKind, string, uint64) {
 func classify(frames []events.PyFrame) (WaitKind, string, uint64) {
 	for _, f := range frames {
 		if strings.Contains(f.File, "torch/utils/data/") {
-			return WaitData, "DataLoader (" + shortFunc(f) + ")", 0
+			// Its queue (the workers' results, or the pinned batches) is
+			// the pool of batches ready.
+			var queue uint64
+			for _, q := range frames {
+				if c, _, ok := blockingCall(q); ok && strings.Contains(c, "Queue.get") {
+					queue = q.Self
+				}
+			}
+			return WaitData, "DataLoader (" + shortFunc(f) + ")", queue
 		}
 	}
 	// The outermost known call is the one that says the most: a

@@ -35,6 +35,14 @@ func TestClassifyWaits(t *testing.T) {
 			t.Errorf("classify(%v) = %s %q, want %s %q", tc.frames, kind, what, tc.kind, tc.what)
 		}
 	}
+	// A DataLoader waiting on its workers' result queue: data loading,
+	// and that queue (its self) is the pool of batches ready.
+	dl := []events.PyFrame{{Func: "Connection.poll", File: "/usr/lib/python3.12/multiprocessing/connection.py"},
+		{Func: "Queue.get", File: "/usr/lib/python3.12/multiprocessing/queues.py", Self: 0xabc0},
+		{Func: "_MultiProcessingDataLoaderIter._try_get_data", File: "/site-packages/torch/utils/data/dataloader.py", Self: 0xdef0}}
+	if kind, _, queue := classify(dl); kind != WaitData || queue != 0xabc0 {
+		t.Errorf("DataLoader wait: %s, queue %#x; want data, 0xabc0", kind, queue)
+	}
 }
 
 func TestClassifySleeps(t *testing.T) {
