@@ -59,6 +59,11 @@ func classifyWait(e *events.Event) (WaitKind, string, uint64) {
 // standard library's synchronisation code.
 func classify(frames []events.PyFrame) (WaitKind, string, uint64) {
 	for _, f := range frames {
+		if pinMemoryThread(f) {
+			// It moves batches from the workers' results into the
+			// loader's queue: its gets say nothing of the step's pool.
+			return WaitData, "DataLoader (pin-memory thread)", 0
+		}
 		if strings.Contains(f.File, "torch/utils/data/") {
 			// Its queue (the workers' results, or the pinned batches) is
 			// the pool of batches ready.
@@ -123,6 +128,12 @@ func blockingCall(f events.PyFrame) (string, WaitKind, bool) {
 		return "multiprocessing.connection." + fn, WaitDispatch, true
 	}
 	return "", 0, false
+}
+
+// pinMemoryThread says whether a frame is a DataLoader's pin-memory
+// thread's loop (torch/utils/data/_utils/pin_memory.py).
+func pinMemoryThread(f events.PyFrame) bool {
+	return strings.HasSuffix(f.Func, "_pin_memory_loop") && strings.Contains(f.File, "torch/utils/data/")
 }
 
 func shortFunc(f events.PyFrame) string {

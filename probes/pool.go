@@ -3,6 +3,7 @@ package probes
 import (
 	"context"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -185,8 +186,13 @@ func queueFrame(f events.PyFrame) bool {
 	return path.Base(f.File) == "queue.py" || strings.HasSuffix(f.File, "multiprocessing/queues.py")
 }
 
-// note looks at a Python wait for queues to watch.
+// note looks at a Python wait for queues to watch. A DataLoader's
+// pin-memory thread only moves batches from one queue to another: its gets
+// do not say which queue the loop takes from.
 func (w *poolWatch) note(e *events.Event, minor int) {
+	relay := slices.ContainsFunc(e.Frames, func(f events.PyFrame) bool {
+		return strings.HasSuffix(f.Func, "_pin_memory_loop") && strings.Contains(f.File, "torch/utils/data/")
+	})
 	for _, f := range e.Frames {
 		if f.Self == 0 || !queueFrame(f) {
 			continue
@@ -196,9 +202,11 @@ func (w *poolWatch) note(e *events.Event, minor int) {
 		if _, ok := w.watched[k]; !ok && !w.failed[k] {
 			w.found[k] = minor
 		}
-		if strings.HasSuffix(f.Func, "put") {
+		switch {
+		case relay:
+		case strings.HasSuffix(f.Func, "put"):
 			w.changed = update(w.putInto, k.pid, k.addr) || w.changed
-		} else {
+		default:
 			w.changed = update(w.gotBy, uint64(e.PID)<<32|uint64(e.TID), k.addr) || w.changed
 			w.changed = update(w.gotAny, k.pid, k.addr) || w.changed
 		}

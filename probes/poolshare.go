@@ -70,8 +70,10 @@ func (w *poolWatch) share(k poolKey, wp *watchedPool, minor int, now time.Time) 
 		}
 		w.watched[pk] = sp
 		w.changed = true
-		if w.putInto[pid] == 0 {
-			// The engines' blocked puts are puts into this process's pool.
+		if w.putInto[pid] == 0 && w.putInto[k.pid] == k.addr {
+			// The engines' blocked puts are puts into this process's
+			// pool (a queue the other process got from, a DataLoader
+			// worker's index queue, is not).
 			w.putInto[pid] = at
 		}
 	}

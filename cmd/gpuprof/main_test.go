@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -485,4 +486,70 @@ func TestChildrenEachWithTheirSteps(t *testing.T) {
 	if want := fmt.Sprintf("slowest: PID %d,", slowest); !strings.Contains(r.stdout, "job: 2 processes with steps") || !strings.Contains(r.stdout, want) {
 		t.Errorf("job view: want %q in\n%s", want, r.stdout)
 	}
+}
+
+// TestDataLoaderPipelines runs pipeline.py taking whole batches from a
+// DataLoader (the stand-in in testdata/python/standin: torch's module
+// paths, classes and queues, two worker processes), with and without its
+// pin-memory thread, data-bound and compute-bound: steps, data time and
+// the pool of batches ready (the workers' result queue, or the pinned
+// queue.Queue) against the loop's own log, and the verdict against the
+// seed's rule applied to that log.
+func TestDataLoaderPipelines(t *testing.T) {
+	testenv.RequireRoot(t)
+	for name, python := range testenv.Pythons(t) {
+		runs := []string{"mp/data", "pin/compute"}
+		if name == "pyenv-3.12" {
+			runs = append(runs, "mp/compute", "pin/data")
+		}
+		for _, run := range runs {
+			loader, mode, _ := strings.Cut(run, "/")
+			t.Run(name+"/"+run, func(t *testing.T) {
+				args := []string{"--mode", mode, "--dataloader", loader, "--steps", "120"}
+				required := []string{"period", "compute_time", "step_time", "data_time", "train_capacity", "thru"}
+				if mode == "data" {
+					// A loop that waits for its batches names their queue.
+					// Compute-bound, it may never wait (a batch is always
+					// ready): then nothing says which queue it takes from,
+					// and there is no pool rather than a guess.
+					required = append(required, "pool")
+				}
+				truth, steps, r := attachToPipeline(t, python, args, "--children", "--batch-size", "4")
+				res := compareWithTruth(t, truth, steps, required...)
+				if !res.Pass() {
+					t.Errorf("gpuprof's %d steps (%d matched, one to one %v) do not match the loop's log within 5%%", res.Ours, res.Matched, res.OneToOne)
+				}
+				for _, want := range []string{seedVerdict(t, truth), "DataLoader ("} {
+					if !strings.Contains(r.stdout, want) {
+						t.Errorf("summary lacks %q:\n%s", want, r.stdout)
+					}
+				}
+			})
+		}
+	}
+}
+
+// seedVerdict is the seed's rule within training applied to the loop's own
+// log: data against compute, one dominating at twice the other. (The
+// compute-bound DataLoader run moves 4 MiB batches through a pipe: its data
+// time is half its compute time, which the rule calls alike.)
+func seedVerdict(t *testing.T, truthPath string) string {
+	t.Helper()
+	rows, err := validate.ReadJSONL(truthPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := validate.Median(rows, "data_time", 5)
+	compute, _ := validate.Median(rows, "compute_time", 5)
+	if near := func(r float64) bool { return math.Abs(r-2) < 0.2 }; near(data/compute) || near(compute/data) {
+		t.Logf("data %.2f ms, compute %.2f ms: at the rule's edge, the verdict is not checked", data*1e3, compute*1e3)
+		return "bottleneck: training"
+	}
+	switch {
+	case data >= 2*compute:
+		return "bottleneck: training: data loading"
+	case compute >= 2*data:
+		return "bottleneck: training: GPU compute"
+	}
+	return "bottleneck: training: data and compute alike"
 }

@@ -11,8 +11,15 @@ With --procs the engines are processes that put their samples' keys into a
 multiprocessing.Queue (the trainer then makes the sample, as a store fetch
 would), and make no CUDA calls (they are forked, and the stand-in's GPU
 thread stays in the parent).
+
+With --dataloader mp|pin there are no engines: the trainer takes whole
+batches from a DataLoader (standin/torch/utils/data: torch's queues and
+names, without torch) whose two worker processes make each batch, with
+the fetch's CPU copies; "pin" adds its pin-memory thread. The truth's
+data_time is then the time in next(), as AngelSpec counts its data
+iterator, and its dispatch_wait zero.
 """
-import argparse, ctypes, json, multiprocessing, queue, threading, time
+import argparse, ctypes, json, multiprocessing, os, queue, sys, threading, time
 
 p = argparse.ArgumentParser()
 p.add_argument("libdir")
@@ -25,6 +32,7 @@ p.add_argument("--start-delay", type=float, default=0.0)
 p.add_argument("--native", help="directory of the Mooncake and Ray stand-ins: take samples with "
                "ray::core::CoreWorker::Get and fetch them with mooncake::RealClient::batch_get_into")
 p.add_argument("--procs", action="store_true", help="engine processes feeding a multiprocessing.Queue")
+p.add_argument("--dataloader", choices=["mp", "pin"], help="batches from a DataLoader's worker processes, no engines")
 args = p.parse_args()
 
 # engine pause (s), CPU copies per sample fetch, trainer kernels (0.1 ms each)
@@ -177,8 +185,20 @@ def load_sample(key, i):
     check(rt.cudaMemcpyAsync(dev_in.value + i * SAMPLE, t, SAMPLE, H2D, stream))
 
 
+def make_batch(idx):
+    """A DataLoader worker's batch: the samples, and the fetch's CPU copies."""
+    data = bytes([idx & 0xff]) * (args.batch * SAMPLE)
+    for _ in range(fetch_copies - 1):
+        data = bytes(bytearray(data))
+    return data
+
+
 time.sleep(args.start_delay)
-if args.procs:
+if args.dataloader:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "standin"))
+    from torch.utils.data import DataLoader
+    batches = iter(DataLoader(make_batch, num_workers=2, prefetch_factor=2, pin_memory=args.dataloader == "pin"))
+elif args.procs:
     go.set()
 else:
     engines = [threading.Thread(target=run_engine, args=(i,), daemon=True) for i in range(args.engines)]
@@ -189,7 +209,10 @@ with open(args.truth, "w") as out:
     for step in range(args.steps):
         t_start = time.monotonic_ns()
         waited, fetch_ns[0] = 0, 0
-        for i in range(args.batch):
+        if args.dataloader:
+            data = next(batches)
+            check(rt.cudaMemcpyAsync(dev_in, data, len(data), H2D, stream))
+        for i in range(0 if args.dataloader else args.batch):
             w0 = time.monotonic_ns()
             key = ray.standin_ray_get(worker) if args.native else pool.get()
             waited += time.monotonic_ns() - w0
@@ -215,10 +238,13 @@ with open(args.truth, "w") as out:
             compute_time=ms.value / 1e3, dispatch_wait=dispatch_wait,
             train_capacity=args.batch / step_time, thru=args.batch / (step_time + dispatch_wait),
             infer_batch_time=per_call, infer_capacity=args.engines / per_call if per_call else 0.0,
-            pool=pool.qsize(), **(dict(fetch_time=fetch_ns[0] / 1e9) if args.native else {}))) + "\n")
+            pool=(batches._data_queue if args.dataloader else pool).qsize(), **(dict(fetch_time=fetch_ns[0] / 1e9) if args.native else {}))) + "\n")
         out.flush()
 
-done.set()
-for e in engines:
-    e.join(timeout=5)
+if args.dataloader:
+    batches.shutdown()
+else:
+    done.set()
+    for e in engines:
+        e.join(timeout=5)
 print(json.dumps({"mode": args.mode, "steps": args.steps}), flush=True)

@@ -1,0 +1,1 @@
+"""A stand-in for the parts of torch gpuprof's tests need: see utils/data."""
