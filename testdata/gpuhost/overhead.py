@@ -20,6 +20,10 @@ run; the median of those ratios is the result, with a 95% bootstrap interval.
 The same statistic taken between "off" windows alone is printed as the run's
 noise floor: an "on" result inside it is no measurable slowdown.
 
+A configuration whose flags are just "@idle" runs `sleep` for the window
+instead of gpuprof: the same "on" window with nothing attached, which
+measures what the alternation itself does to the comparison.
+
 Each window also reports the CPU the job used (user and system, from
 /proc/PID/stat: a uprobe's trap and BPF program count as the job's system
 time) and, for "on" windows, the CPU gpuprof itself used. --gpuprof-cpus
@@ -84,6 +88,8 @@ def window(name, flags):
     t0, c0, g0 = time.monotonic_ns(), job_cpu(), children_cpu()
     if flags is None:
         time.sleep(secs)
+    elif flags == ["@idle"]:
+        subprocess.run(pin_gpuprof + ["sleep", str(secs)], check=True)
     else:
         subprocess.run(pin_gpuprof + [args.gpuprof, "attach", "--pid", str(pipe.pid), "-d", f"{secs}s", "-q"] + flags,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
