@@ -45,6 +45,9 @@ func probesCmd(args []string, stdout, stderr io.Writer) error {
 				writeSemaphores(stdout, sp)
 			}
 		}
+		if ps, err := probes.PlanUserProbes(f, user); err == nil && len(ps) > 0 {
+			writePlan(stdout, probes.LibraryPlan{PID: *pid, File: f, Layer: cudaapi.LayerUser, Probes: ps})
+		}
 		layer := cudaapi.LayerOf(f.Base())
 		if layer == cudaapi.LayerNone {
 			continue

@@ -164,3 +164,33 @@ func checkWorkers(t *testing.T, calls []loggedCall, out string) {
 		t.Errorf("workers: want %q and %q in\n%s", want, slowest, out)
 	}
 }
+
+// TestProbesShowsPythonFunctions: gpuprof probes --probe py:... says where
+// a Python function's watchpoints would go and what a call costs, or why
+// it cannot be found.
+func TestProbesShowsPythonFunctions(t *testing.T) {
+	testenv.RequireRoot(t)
+	var python string
+	for _, p := range testenv.Pythons(t) {
+		python = p
+		break
+	}
+	script := filepath.Join(testenv.Root(), "testdata", "python", "pycalls.py")
+	py := exec.Command(python, script, filepath.Join(t.TempDir(), "calls.jsonl"), "--start-delay", "5")
+	if err := py.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { py.Process.Kill(); py.Wait() })
+	time.Sleep(500 * time.Millisecond) // its functions defined
+	r := gpuprof(t, "probes", "--pid", itoa(py.Process.Pid), "--probe", "data=py:__main__:depth", "--probe", "data=py:__main__:nosuch")
+	for _, want := range []string{
+		"data=py:__main__:depth: hardware watchpoints on its start",
+		"and 2 return(s)",
+		"two debug traps every call",
+		"data=py:__main__:nosuch: not found now: pymem: __main__ has no attribute nosuch",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("gpuprof probes lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
