@@ -6,6 +6,12 @@ import "slices"
 // started) is seen as one: each process's pace, the slowest one and by how
 // much, and its verdict. Ranks that step together (data parallel) all move
 // at the slowest one's pace, so its bottleneck is the job's.
+//
+// Inference engines that are processes of their own have a loop too, and
+// so "steps". A process whose steps take nothing from the sample pool it
+// shares with the trainer (its samples counted, and zero) is such an
+// engine: its iterations give the job's inference capacity, and it is no
+// trainer to compare paces with.
 
 // ProcessRun is one process's run, for the job view.
 type ProcessRun struct {
@@ -29,10 +35,22 @@ type ProcessPace struct {
 
 // Job is the processes with steps, by PID, and the straggler.
 type Job struct {
-	Processes []ProcessPace
-	Slowest   uint32  // the process with the longest median wall time a step
-	Skew      float64 // its median wall time over the fastest one's, less 1
-	Verdict   Verdict // the slowest process's
+	Processes []ProcessPace // the trainers
+	Slowest   uint32        // the process with the longest median wall time a step
+	Skew      float64       // its median wall time over the fastest one's, less 1
+	Verdict   Verdict       // the slowest process's
+	// Engines are the engine processes (EngineProcess); InferCapacity is
+	// their iterations a second, all together, and InferBatchTime their
+	// median iteration.
+	Engines        []ProcessPace
+	InferCapacity  float64
+	InferBatchTime float64
+}
+
+// EngineProcess says whether a process's steps are an inference engine's
+// iterations: it shares the sample pool and takes nothing from it.
+func EngineProcess(s Summary) bool {
+	return s.Steps > 0 && s.Samples.N > 0 && s.Samples.P90 == 0
 }
 
 // DiagnoseJob compares the processes that have steps; ok is false when
@@ -40,10 +58,26 @@ type Job struct {
 func DiagnoseJob(runs []ProcessRun) (Job, bool) {
 	var j Job
 	var slow, fast float64
+	var iterations []float64
+	for _, r := range runs {
+		if s := r.Run; EngineProcess(s) && s.WallTime.P50 > 0 {
+			j.Engines = append(j.Engines, ProcessPace{PID: r.PID, Steps: s.Steps, StepsPerSec: 1 / s.WallTime.P50,
+				StepTime: s.WallTime.P50, Bottleneck: "inference engine"})
+			j.InferCapacity += 1 / s.WallTime.P50
+			iterations = append(iterations, s.WallTime.P50)
+		}
+	}
+	if len(iterations) > 0 {
+		j.InferBatchTime = median(iterations)
+	}
 	for _, r := range runs {
 		s := r.Run
-		if s.Steps == 0 || s.WallTime.P50 <= 0 {
+		if s.Steps == 0 || s.WallTime.P50 <= 0 || EngineProcess(s) {
 			continue
+		}
+		if j.InferCapacity > 0 && s.InferCapacity.N == 0 {
+			// The trainer's verdict with the engines' capacity.
+			s.InferCapacity = Dist{N: s.Steps, Mean: j.InferCapacity, P10: j.InferCapacity, P50: j.InferCapacity, P90: j.InferCapacity}
 		}
 		v := Diagnose(s)
 		p := ProcessPace{PID: r.PID, Steps: s.Steps, StepsPerSec: 1 / s.WallTime.P50, StepTime: s.StepTime.P50,
@@ -56,7 +90,7 @@ func DiagnoseJob(runs []ProcessRun) (Job, bool) {
 			fast = wall
 		}
 	}
-	if len(j.Processes) < 2 {
+	if len(j.Processes) == 0 || len(j.Processes)+len(j.Engines) < 2 {
 		return Job{}, false
 	}
 	slices.SortFunc(j.Processes, func(a, b ProcessPace) int { return int(a.PID) - int(b.PID) })

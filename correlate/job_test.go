@@ -1,6 +1,10 @@
 package correlate
 
-import "testing"
+import (
+	"slices"
+	"strings"
+	"testing"
+)
 
 func TestDiagnoseJob(t *testing.T) {
 	fast := Summary{Steps: 100, WallTime: d(0.010), StepTime: d(0.010), DataTime: d(0.002), ComputeTime: d(0.008)}
@@ -23,5 +27,33 @@ func TestDiagnoseJob(t *testing.T) {
 	}
 	if _, ok := DiagnoseJob([]ProcessRun{{PID: 10, Run: fast}}); ok {
 		t.Error("a job view from one process")
+	}
+}
+
+// TestDiagnoseJobEngineProcesses: processes whose steps take nothing from
+// the pool they share are inference engines: their iterations are the
+// job's I, they are no trainer to compare paces with, and the trainer's
+// verdict weighs I against T.
+func TestDiagnoseJobEngineProcesses(t *testing.T) {
+	trainer := Summary{Steps: 100, WallTime: Dist{N: 100, P50: 0.020}, StepTime: Dist{N: 100, P50: 0.004},
+		DispatchWait: Dist{N: 100, P50: 0.016}, DataTime: Dist{N: 100, P50: 0.001}, ComputeTime: Dist{N: 100, P50: 0.003},
+		Samples: Dist{N: 100, P50: 4, P90: 4}, TrainCapacity: Dist{N: 100, P50: 1000}, Pool: Dist{N: 100, P50: 1}}
+	engine := func(iter float64) Summary {
+		return Summary{Steps: 50, WallTime: Dist{N: 50, P50: iter}, Samples: Dist{N: 50}}
+	}
+	runs := []ProcessRun{{PID: 1, Run: trainer}, {PID: 2, Run: engine(0.020)}, {PID: 3, Run: engine(0.025)}}
+	if !EngineProcess(runs[1].Run) || EngineProcess(trainer) {
+		t.Fatal("engine and trainer told apart wrong")
+	}
+	j, ok := DiagnoseJob(runs)
+	if !ok || len(j.Processes) != 1 || len(j.Engines) != 2 {
+		t.Fatalf("ok %v, %d trainers, %d engines", ok, len(j.Processes), len(j.Engines))
+	}
+	within(t, "I", j.InferCapacity, 1/0.020+1/0.025, 1e-9)
+	within(t, "iteration", j.InferBatchTime, 0.0225, 1e-12)
+	if !strings.Contains(j.Verdict.Bottleneck, "inference") || !slices.ContainsFunc(j.Verdict.Evidence, func(e string) bool {
+		return strings.HasPrefix(e, "I = 90.0/s")
+	}) {
+		t.Errorf("verdict %+v: want inference-bound with I = 90/s", j.Verdict)
 	}
 }

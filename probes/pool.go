@@ -55,8 +55,11 @@ type watchedPool struct {
 	read     time.Time // last read here
 	last     int
 	sent     time.Time
-	shared   int64 // a semaphore another process resolved: its maximum
-	sharedFD int   // and its queue's pipe read end here, -1: not found
+	shared   int64        // a semaphore another process resolved: its maximum
+	sharedTo map[int]bool // the processes a multiprocessing queue was shared to
+	minor    int          // the CPython minor of the process that resolved it
+	sharedAt time.Time    // when it was last shared
+	sharedFD int          // and its queue's pipe read end here, -1: not found
 }
 
 // poolWatch holds the queues found and reads them.
@@ -220,7 +223,7 @@ func (w *poolWatch) read(now time.Time) []events.Event {
 	defer w.mu.Unlock()
 	for k, minor := range w.found {
 		delete(w.found, k)
-		wp := &watchedPool{last: -1}
+		wp := &watchedPool{last: -1, minor: minor}
 		w.watched[k] = wp
 		if w.resolve(k, minor, now) != nil {
 			delete(w.watched, k)
@@ -233,6 +236,10 @@ func (w *poolWatch) read(now time.Time) []events.Event {
 	defer w.syncBPF()
 	var out []events.Event
 	for k, wp := range w.watched {
+		if wp.shared == 0 && now.Sub(wp.sharedAt) >= time.Second && w.newPeers(k) {
+			// Targets attached since (engines found by --children).
+			w.share(k, wp, wp.minor, now)
+		}
 		if w.readByBPF(k, wp, now) && now.Sub(wp.read) < poolRecheck {
 			continue
 		}

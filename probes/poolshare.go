@@ -37,12 +37,31 @@ func translate(addr uint64, from, to []mapping) (uint64, bool) {
 	return 0, false
 }
 
+// newPeers says whether a resolved multiprocessing queue has targets it
+// was not shared to yet.
+func (w *poolWatch) newPeers(k poolKey) bool {
+	wp := w.watched[k]
+	if w.peers == nil || wp == nil || wp.pool == nil || wp.pool.Kind != pymem.KindMPQueue {
+		return false
+	}
+	for _, pid := range w.peers(k.pid) {
+		if !wp.sharedTo[pid] {
+			return true
+		}
+	}
+	return false
+}
+
 // share gives the other targets that map a resolved multiprocessing
 // queue's semaphore that semaphore as a pool. Called with w.mu held.
 func (w *poolWatch) share(k poolKey, wp *watchedPool, minor int, now time.Time) {
 	if w.peers == nil || wp.pool.Kind != pymem.KindMPQueue {
 		return
 	}
+	if wp.sharedTo == nil {
+		wp.sharedTo = map[int]bool{}
+	}
+	wp.sharedAt = now
 	addr, max := wp.pool.Word()
 	from, err := readMaps(w.procRoot, k.pid)
 	if err != nil {
@@ -55,10 +74,12 @@ func (w *poolWatch) share(k poolKey, wp *watchedPool, minor int, now time.Time) 
 		}
 		at, ok := translate(addr, from, to)
 		if !ok {
+			wp.sharedTo[pid] = true // it does not map the queue's semaphore
 			continue
 		}
 		pk := poolKey{pid, at}
 		if _, seen := w.watched[pk]; seen {
+			wp.sharedTo[pid] = true
 			continue
 		}
 		sp := &watchedPool{last: -1, shared: int64(max), sharedFD: -1}
@@ -69,6 +90,7 @@ func (w *poolWatch) share(k poolKey, wp *watchedPool, minor int, now time.Time) 
 			continue
 		}
 		w.watched[pk] = sp
+		wp.sharedTo[pid] = true
 		w.changed = true
 		if w.putInto[pid] == 0 && w.putInto[k.pid] == k.addr {
 			// The engines' blocked puts are puts into this process's

@@ -11,6 +11,23 @@ import (
 // WriteJob prints the job view of several processes: each one's pace, the
 // slowest and by how much, and its verdict.
 func WriteJob(w io.Writer, j correlate.Job) {
+	if len(j.Engines) > 0 {
+		fmt.Fprintf(w, "\ninference engine processes (their steps take nothing from the pool they share): %d, I = %.1f/s together, median iteration %s\n",
+			len(j.Engines), j.InferCapacity, Duration(j.InferBatchTime))
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "pid\titerations\titerations/s\titeration\t")
+		for _, e := range j.Engines {
+			fmt.Fprintf(tw, "%d\t%d\t%.1f\t%s\t\n", e.PID, e.Steps, e.StepsPerSec, Duration(e.StepTime))
+		}
+		tw.Flush()
+	}
+	if len(j.Processes) < 2 {
+		fmt.Fprintf(w, "job bottleneck (the trainer's, with the engines' I): %s\n", j.Verdict.Bottleneck)
+		for _, e := range j.Verdict.Evidence {
+			fmt.Fprintf(w, "  because  %s\n", e)
+		}
+		return
+	}
 	fmt.Fprintf(w, "\njob: %d processes with steps\n", len(j.Processes))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "pid\tsteps\tsteps/s\tsamples/step\tstep_time\tdispatch_wait\tdata_time\tcompute_time\t bottleneck")

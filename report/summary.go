@@ -32,6 +32,10 @@ type Summary struct {
 	// LaunchSampling says how launches were counted when not all were
 	// ("launches counted 1 s in every 10 s once steps were found").
 	LaunchSampling string
+	// Engine says the process is an inference engine (its steps take
+	// nothing from the pool it shares): its steps are iterations, and the
+	// trainer's verdict is the one to read.
+	Engine bool
 }
 
 // WriteSummary prints the end-of-run summary.
@@ -114,7 +118,9 @@ func WriteSummary(w io.Writer, s Summary) {
 			fmt.Fprintf(w, "  %10d  %s\n", k.Count, k.Name)
 		}
 	}
-	if r.Steps > 0 {
+	if r.Steps > 0 && s.Engine {
+		fmt.Fprintln(w, "role: an inference engine process: its steps are its iterations, and take nothing from the pool it shares (see the job view for I)")
+	} else if r.Steps > 0 {
 		v := correlate.Diagnose(r)
 		fmt.Fprintf(w, "bottleneck: %s\n", v.Bottleneck)
 		for _, e := range v.Evidence {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -552,4 +553,47 @@ func seedVerdict(t *testing.T, truthPath string) string {
 		return "bottleneck: training: GPU compute"
 	}
 	return "bottleneck: training: data and compute alike"
+}
+
+// TestEngineProcesses: engine processes that run their model on the GPU
+// (pipeline.py --procs --engine-gpu) have loops of their own; attached
+// with --children, each is told apart as an inference engine (its steps
+// take nothing from the pool it shares), and together they give the job's
+// I and iteration time, held to the pipeline's own log (infer_capacity
+// within 10%, infer_batch_time within 5%), and the trainer's verdict.
+func TestEngineProcesses(t *testing.T) {
+	testenv.RequireRoot(t)
+	pythons := testenv.Pythons(t)
+	for _, name := range []string{"pyenv-3.12", "debian-3.11"} {
+		python, ok := pythons[name]
+		if !ok {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			args := []string{"--mode", "infer", "--procs", "--engine-gpu", "--steps", "120"}
+			truth, _, r := attachToPipeline(t, python, args, "--children")
+			if n := strings.Count(r.stdout, "role: an inference engine process"); n != 3 {
+				t.Errorf("%d processes told apart as engines, want 3:\n%s", n, r.stdout)
+			}
+			m := regexp.MustCompile(`inference engine processes \(.*\): 3, I = ([0-9.]+)/s together, median iteration ([0-9.]+)ms`).FindStringSubmatch(r.stdout)
+			if m == nil {
+				t.Fatalf("no engine processes in the job view:\n%s", r.stdout)
+			}
+			rows, err := validate.ReadJSONL(truth)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantI, _ := validate.Median(rows, "infer_capacity", 5)
+			wantIter, _ := validate.Median(rows, "infer_batch_time", 5)
+			gotI, _ := strconv.ParseFloat(m[1], 64)
+			gotIter, _ := strconv.ParseFloat(m[2], 64)
+			t.Logf("I: truth %.1f/s, gpuprof %.1f/s; iteration: truth %.2f ms, gpuprof %.2f ms", wantI, gotI, wantIter*1e3, gotIter)
+			if math.Abs(gotI-wantI) > 0.10*wantI || math.Abs(gotIter/1e3-wantIter) > 0.05*wantIter {
+				t.Errorf("engines' I %.1f/s and iteration %.2f ms, truth %.1f/s and %.2f ms", gotI, gotIter, wantI, wantIter*1e3)
+			}
+			if !strings.Contains(r.stdout, "job bottleneck (the trainer's, with the engines' I): inference") {
+				t.Errorf("job verdict:\n%s", r.stdout)
+			}
+		})
+	}
 }

@@ -258,7 +258,9 @@ func writeSummaries(w io.Writer, sess *probes.Session, st *stepper, attached tim
 		if pid == 0 {
 			target = "no process made a CUDA call"
 		}
-		s := report.Summary{Target: target, Attached: attached.Seconds(), Run: p.corr.Summary(), LaunchSampling: sampling}
+		run := p.corr.Summary()
+		s := report.Summary{Target: target, Attached: attached.Seconds(), Run: run, LaunchSampling: sampling,
+			Engine: correlate.EngineProcess(run)}
 		for _, k := range kl {
 			if k.PID != pid {
 				continue

@@ -32,6 +32,7 @@ p.add_argument("--start-delay", type=float, default=0.0)
 p.add_argument("--native", help="directory of the Mooncake and Ray stand-ins: take samples with "
                "ray::core::CoreWorker::Get and fetch them with mooncake::RealClient::batch_get_into")
 p.add_argument("--procs", action="store_true", help="engine processes feeding a multiprocessing.Queue")
+p.add_argument("--engine-gpu", action="store_true", help="with --procs: the engine processes run their model on the GPU too")
 p.add_argument("--dataloader", choices=["mp", "pin"], help="batches from a DataLoader's worker processes, no engines")
 args = p.parse_args()
 
@@ -41,13 +42,36 @@ engine_pause, fetch_copies, kernels = dict(
 SAMPLE = 1 << 20
 
 
+class Dim3(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint), ("z", ctypes.c_uint)]
+
+
 def run_engine_proc(idx, pool, go, done):
-    """An engine process: 0.6 ms of work, the pause, then a sample with its timing."""
+    """An engine process: 0.6 ms of work (on the CPU, or with --engine-gpu
+    the target model's kernels and the sample's copy back), the pause, then
+    a sample with its timing."""
     pool.cancel_join_thread()  # exit without draining what the trainer did not take
+    if args.engine_gpu:
+        # The stand-in's GPU is a timeline in the library: a forked process
+        # loads it and has one of its own.
+        grt = ctypes.CDLL(args.libdir + "/libcudart.so.13")
+        grt.cudaLaunchKernel.argtypes = [ctypes.c_void_p, Dim3, Dim3, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+        grt.cudaMemcpyAsync.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+        grt.cudaStreamSynchronize.argtypes = [ctypes.c_void_p]
+        stream, dev = ctypes.c_void_p(), ctypes.c_void_p()
+        grt.cudaStreamCreate(ctypes.byref(stream))
+        grt.cudaMalloc(ctypes.byref(dev), SAMPLE)
+        host = ctypes.create_string_buffer(SAMPLE)
+        kernel_id = ctypes.cast(grt.cudaGetLastError, ctypes.c_void_p)
     go.wait()
     n = 0
     while not done.is_set():
         t0 = time.monotonic_ns()
+        if args.engine_gpu:
+            for _ in range(3):
+                grt.cudaLaunchKernel(kernel_id, Dim3(200, 1, 1), Dim3(128, 1, 1), None, 0, stream)
+            grt.cudaMemcpyAsync(host, dev, SAMPLE, 2, stream)
+            grt.cudaStreamSynchronize(stream)
         while time.monotonic_ns() < t0 + 600_000:
             pass
         time.sleep(engine_pause)
@@ -67,10 +91,6 @@ if args.procs:
         e.start()
 
 rt = ctypes.CDLL(args.libdir + "/libcudart.so.13")
-
-
-class Dim3(ctypes.Structure):
-    _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint), ("z", ctypes.c_uint)]
 
 
 def check(rc):
