@@ -53,8 +53,8 @@ func EngineProcess(s Summary) bool {
 	return s.Steps > 0 && s.Samples.N > 0 && s.Samples.P90 == 0
 }
 
-// DiagnoseJob compares the processes that have steps; ok is false when
-// fewer than two do.
+// DiagnoseJob compares the processes that have steps, engines apart; ok
+// is false when fewer than two have steps, or none of them is a trainer.
 func DiagnoseJob(runs []ProcessRun) (Job, bool) {
 	var j Job
 	var slow, fast float64
