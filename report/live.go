@@ -16,7 +16,8 @@ type Live struct {
 	tty      bool
 	last     time.Time
 	lastLen  int
-	window   []uint64 // recent step ends, for the step rate
+	windows  map[uint32][]uint64 // recent step ends by process, for its step rate
+	trainer  bool                // a process's steps took samples: engines' steps are not shown
 	pending  string
 	Interval time.Duration // minimum time between lines when not a terminal
 	ShowPID  bool          // several processes: say whose step each line is
@@ -24,7 +25,7 @@ type Live struct {
 
 // NewLive writes to w; tty says whether w is a terminal.
 func NewLive(w io.Writer, tty bool) *Live {
-	return &Live{w: w, tty: tty, Interval: time.Second}
+	return &Live{w: w, tty: tty, Interval: time.Second, windows: map[uint32][]uint64{}}
 }
 
 // Line formats a step like the seed's progress bar:
@@ -74,15 +75,23 @@ func Line(s correlate.Step, rate float64) string {
 	return b.String()
 }
 
-// Step shows a new step.
+// Step shows a new step. Each process has its own step rate. Once some
+// process's steps take samples from the pool, steps that take none (an
+// engine process's iterations) are not shown: the line follows training.
 func (l *Live) Step(s correlate.Step) {
-	l.window = append(l.window, s.EndNS)
-	if len(l.window) > 20 {
-		l.window = l.window[1:]
+	win := append(l.windows[s.PID], s.EndNS)
+	if len(win) > 20 {
+		win = win[1:]
 	}
+	l.windows[s.PID] = win
 	rate := 0.0
-	if n := len(l.window); n > 1 {
-		rate = float64(n-1) / (float64(l.window[n-1]-l.window[0]) / 1e9)
+	if n := len(win); n > 1 {
+		rate = float64(n-1) / (float64(win[n-1]-win[0]) / 1e9)
+	}
+	if s.SamplesMeasured && s.Samples > 0 {
+		l.trainer = true
+	} else if l.trainer && s.SamplesMeasured {
+		return
 	}
 	line := Line(s, rate)
 	if l.ShowPID {

@@ -92,3 +92,24 @@ func TestSummary(t *testing.T) {
 		t.Errorf("no step found among CUDA calls, and no hint to name the boundary:\n%s", out)
 	}
 }
+
+// TestLiveFollowsTraining: with engine processes' steps (none taking
+// samples) among a trainer's, the line shows the trainer's, each process
+// at its own step rate.
+func TestLiveFollowsTraining(t *testing.T) {
+	var b bytes.Buffer
+	l := NewLive(&b, false)
+	l.Interval, l.ShowPID = 0, true
+	for i := range 10 {
+		at := uint64(i+1) * 20e6
+		l.Step(correlate.Step{Index: i, PID: 2, EndNS: at, SamplesMeasured: true})                // an engine, 50 a second
+		l.Step(correlate.Step{Index: i, PID: 1, EndNS: 2 * at, SamplesMeasured: true, Samples: 4}) // the trainer, 25 a second
+	}
+	out := b.String()
+	if n := strings.Count(out, "PID 2 "); n != 1 {
+		t.Errorf("%d engine lines, want only the one before the trainer's first step:\n%s", n, out)
+	}
+	if !strings.Contains(out, "PID 1 step 9 ") || !strings.Contains(out, "25.0 steps/s") {
+		t.Errorf("the trainer's line or its own rate missing:\n%s", out)
+	}
+}
