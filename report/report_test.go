@@ -102,7 +102,7 @@ func TestLiveFollowsTraining(t *testing.T) {
 	l.Interval, l.ShowPID = 0, true
 	for i := range 10 {
 		at := uint64(i+1) * 20e6
-		l.Step(correlate.Step{Index: i, PID: 2, EndNS: at, SamplesMeasured: true})                // an engine, 50 a second
+		l.Step(correlate.Step{Index: i, PID: 2, EndNS: at, SamplesMeasured: true})                 // an engine, 50 a second
 		l.Step(correlate.Step{Index: i, PID: 1, EndNS: 2 * at, SamplesMeasured: true, Samples: 4}) // the trainer, 25 a second
 	}
 	out := b.String()
