@@ -18,6 +18,7 @@ type Live struct {
 	lastLen  int
 	windows  map[uint32][]uint64 // recent step ends by process, for its step rate
 	trainer  bool                // a process's steps took samples: engines' steps are not shown
+	engines  map[uint32]bool     // processes whose steps take no samples: their rates are I
 	pending  string
 	Interval time.Duration // minimum time between lines when not a terminal
 	ShowPID  bool          // several processes: say whose step each line is
@@ -25,7 +26,7 @@ type Live struct {
 
 // NewLive writes to w; tty says whether w is a terminal.
 func NewLive(w io.Writer, tty bool) *Live {
-	return &Live{w: w, tty: tty, Interval: time.Second, windows: map[uint32][]uint64{}}
+	return &Live{w: w, tty: tty, Interval: time.Second, windows: map[uint32][]uint64{}, engines: map[uint32]bool{}}
 }
 
 // Line formats a step like the seed's progress bar:
@@ -90,8 +91,19 @@ func (l *Live) Step(s correlate.Step) {
 	}
 	if s.SamplesMeasured && s.Samples > 0 {
 		l.trainer = true
-	} else if l.trainer && s.SamplesMeasured {
-		return
+	} else if s.SamplesMeasured {
+		l.engines[s.PID] = true
+		if l.trainer {
+			return
+		}
+	}
+	if s.InferCapacity == 0 && !l.engines[s.PID] {
+		// The engine processes' iterations a second, together.
+		for pid := range l.engines {
+			if w := l.windows[pid]; len(w) > 1 {
+				s.InferCapacity += float64(len(w)-1) / (float64(w[len(w)-1]-w[0]) / 1e9)
+			}
+		}
 	}
 	line := Line(s, rate)
 	if l.ShowPID {

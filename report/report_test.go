@@ -112,4 +112,7 @@ func TestLiveFollowsTraining(t *testing.T) {
 	if !strings.Contains(out, "PID 1 step 9 ") || !strings.Contains(out, "25.0 steps/s") {
 		t.Errorf("the trainer's line or its own rate missing:\n%s", out)
 	}
+	if !strings.Contains(out, "I=50.0/s") {
+		t.Errorf("no I from the engine process's iterations:\n%s", out)
+	}
 }
