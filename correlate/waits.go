@@ -59,6 +59,11 @@ func classifyWait(e *events.Event) (WaitKind, string, uint64) {
 // standard library's synchronisation code.
 func classify(frames []events.PyFrame) (WaitKind, string, uint64) {
 	for _, f := range frames {
+		if strings.HasSuffix(f.Func, "_feed") && strings.HasSuffix(f.File, "multiprocessing/queues.py") {
+			// A multiprocessing queue's feeder thread, idle until something
+			// is put: the putting process's background, nobody's wait.
+			return WaitIO, "multiprocessing.Queue feeder thread, idle", 0
+		}
 		if pinMemoryThread(f) {
 			// It moves batches from the workers' results into the
 			// loader's queue: its gets say nothing of the step's pool.

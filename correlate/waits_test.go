@@ -28,6 +28,8 @@ func TestClassifyWaits(t *testing.T) {
 		{fr("Condition.wait", "threading.py", "Future.result", "/usr/lib/python3.12/concurrent/futures/_base.py", "f", "t.py"), WaitDispatch, "concurrent.futures.result"},
 		{fr("Condition.wait", "threading.py", "Queue.get", "queue.py", "_MultiProcessingDataLoaderIter._try_get_data", "/site-packages/torch/utils/data/dataloader.py"), WaitData, "DataLoader (dataloader.py:_MultiProcessingDataLoaderIter._try_get_data)"},
 		{fr("Store.take", "spec_pipeline.py"), WaitLock, "lock in spec_pipeline.py:Store.take"},
+		{fr("Condition.wait", "threading.py", "Queue._feed", "/usr/lib/python3.12/multiprocessing/queues.py", "Thread.run", "threading.py"), WaitIO, "multiprocessing.Queue feeder thread, idle"},
+		{fr("wait", "threading.py", "_feed", "/x/lib/python3.10/multiprocessing/queues.py"), WaitIO, "multiprocessing.Queue feeder thread, idle"},
 		{nil, WaitLock, "lock"},
 	} {
 		kind, what, _ := classify(tc.frames)
