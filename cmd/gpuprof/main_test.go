@@ -515,8 +515,19 @@ func TestDataLoaderPipelines(t *testing.T) {
 					// and there is no pool rather than a guess.
 					required = append(required, "pool")
 				}
-				truth, steps, r := attachToPipeline(t, python, args, "--children", "--batch-size", "4")
+				flags := []string{"--children", "--batch-size", "4"}
+				if run == "mp/data" {
+					// The DataLoader's __next__, watched (by its real name).
+					flags = append(flags, "--preset", "pytorch")
+				}
+				truth, steps, r := attachToPipeline(t, python, args, flags...)
 				res := compareWithTruth(t, truth, steps, required...)
+				if run == "mp/data" {
+					m := regexp.MustCompile(`data\s+(\d+)\s+1\s+\S+\s+\S+ torch\.utils\.data\.dataloader:_BaseDataLoaderIter\.__next__`).FindStringSubmatch(r.stdout)
+					if n, _ := strconv.Atoi(safeIndex(m, 1)); n < 100 {
+						t.Errorf("the DataLoader's __next__ timed %d times, want one a step (120):\n%s", n, r.stdout)
+					}
+				}
 				if !res.Pass() {
 					t.Errorf("gpuprof's %d steps (%d matched, one to one %v) do not match the loop's log within 5%%", res.Ours, res.Matched, res.OneToOne)
 				}
@@ -596,4 +607,11 @@ func TestEngineProcesses(t *testing.T) {
 			}
 		})
 	}
+}
+
+func safeIndex(m []string, i int) string {
+	if i < len(m) {
+		return m[i]
+	}
+	return ""
 }

@@ -23,11 +23,16 @@ var presets = map[string][]string{
 		"fetch=mooncake:mooncake::RealClient::batch_get_buffer",
 		"fetch=mooncake:mooncake::RealClient::get_buffer",
 	},
-	// A PyTorch loop: DataLoader and queue waits are timed without probes.
-	"pytorch": {},
+	// A PyTorch loop: DataLoader and queue waits are timed without probes;
+	// the time in the DataLoader's __next__ (waiting, unpickling, pinning)
+	// with its Python function watched: two debug traps a batch.
+	"pytorch": {dataLoaderNext},
 	// SpecForge trains on a PyTorch DataLoader: as pytorch.
-	"specforge": {},
+	"specforge": {dataLoaderNext},
 }
+
+// dataLoaderNext is every torch DataLoader iterator's __next__ (torch 2.x).
+const dataLoaderNext = "data=py:torch.utils.data.dataloader:_BaseDataLoaderIter.__next__"
 
 func presetNames() string {
 	names := make([]string, 0, len(presets))
