@@ -64,7 +64,7 @@ func classify(frames []events.PyFrame) (WaitKind, string, uint64) {
 			// is put: the putting process's background, nobody's wait.
 			return WaitIO, "multiprocessing.Queue feeder thread, idle", 0
 		}
-		if pinMemoryThread(f) {
+		if f.PinMemoryLoop() {
 			// It moves batches from the workers' results into the
 			// loader's queue: its gets say nothing of the step's pool.
 			return WaitData, "DataLoader (pin-memory thread)", 0
@@ -133,12 +133,6 @@ func blockingCall(f events.PyFrame) (string, WaitKind, bool) {
 		return "multiprocessing.connection." + fn, WaitDispatch, true
 	}
 	return "", 0, false
-}
-
-// pinMemoryThread says whether a frame is a DataLoader's pin-memory
-// thread's loop (torch/utils/data/_utils/pin_memory.py).
-func pinMemoryThread(f events.PyFrame) bool {
-	return strings.HasSuffix(f.Func, "_pin_memory_loop") && strings.Contains(f.File, "torch/utils/data/")
 }
 
 func shortFunc(f events.PyFrame) string {

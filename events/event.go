@@ -3,6 +3,7 @@ package events
 import (
 	"cmp"
 	"math"
+	"strings"
 
 	"github.com/gpuprof/gpuprof/cudaapi"
 )
@@ -43,6 +44,14 @@ type PyFrame struct {
 	Func string `json:"func"`
 	File string `json:"file"`
 	Self uint64 `json:"self,omitempty"`
+}
+
+// PinMemoryLoop says whether the frame is a torch DataLoader's pin-memory
+// thread's loop (torch/utils/data/_utils/pin_memory.py): it only moves
+// batches from the workers' result queue into the loader's own, so its
+// gets say nothing of which queue the training loop takes from.
+func (f PyFrame) PinMemoryLoop() bool {
+	return strings.HasSuffix(f.Func, "_pin_memory_loop") && strings.Contains(f.File, "torch/utils/data/")
 }
 
 // Event is one observation from the target. Times are CLOCK_MONOTONIC

@@ -193,9 +193,7 @@ func queueFrame(f events.PyFrame) bool {
 // pin-memory thread only moves batches from one queue to another: its gets
 // do not say which queue the loop takes from.
 func (w *poolWatch) note(e *events.Event, minor int) {
-	relay := slices.ContainsFunc(e.Frames, func(f events.PyFrame) bool {
-		return strings.HasSuffix(f.Func, "_pin_memory_loop") && strings.Contains(f.File, "torch/utils/data/")
-	})
+	relay := slices.ContainsFunc(e.Frames, events.PyFrame.PinMemoryLoop)
 	for _, f := range e.Frames {
 		if f.Self == 0 || !queueFrame(f) {
 			continue
