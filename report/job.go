@@ -11,16 +11,12 @@ import (
 // WriteJob prints the job view of several processes: each one's pace, the
 // slowest and by how much, and its verdict.
 func WriteJob(w io.Writer, j correlate.Job) {
-	if len(j.Engines) > 0 {
-		fmt.Fprintf(w, "\ninference engine processes (their steps take nothing from the pool they share): %d, I = %.1f/s together, median iteration %s\n",
-			len(j.Engines), j.InferCapacity, Duration(j.InferBatchTime))
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "pid\titerations\titerations/s\titeration\t")
-		for _, e := range j.Engines {
-			fmt.Fprintf(tw, "%d\t%d\t%.1f\t%s\t\n", e.PID, e.Steps, e.StepsPerSec, Duration(e.StepTime))
-		}
-		tw.Flush()
-	}
+	title := fmt.Sprintf("\ninference engine processes (their steps take nothing from the pool they share): %d, I = %.1f/s together, median iteration %s",
+		len(j.Engines), j.InferCapacity, Duration(j.InferBatchTime))
+	table(w, title, "pid\titerations\titerations/s\titeration\t", len(j.Engines), func(i int) string {
+		e := j.Engines[i]
+		return fmt.Sprintf("%d\t%d\t%.1f\t%s\t", e.PID, e.Steps, e.StepsPerSec, Duration(e.StepTime))
+	})
 	if len(j.Processes) < 2 {
 		fmt.Fprintf(w, "job bottleneck (the trainer's, with the engines' I): %s\n", j.Verdict.Bottleneck)
 		for _, e := range j.Verdict.Evidence {
@@ -56,13 +52,11 @@ func WriteWorkers(w io.Writer, groups []correlate.WorkerGroup) {
 	}
 	fmt.Fprintln(w, "\nworkers (threads sharing one kind of work; the slowest against the median):")
 	for _, g := range groups {
-		fmt.Fprintf(w, "  %s: %d threads, median %s a call; slowest PID %d thread %d, %s (%+.0f%%)\n", g.What,
+		title := fmt.Sprintf("  %s: %d threads, median %s a call; slowest PID %d thread %d, %s (%+.0f%%)", g.What,
 			len(g.Workers), Duration(g.Median), g.Slowest.PID, g.Slowest.TID, Duration(g.Slowest.Mean), 100*g.Skew)
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "\tpid\ttid\tcalls\ta call\t")
-		for _, x := range g.Workers {
-			fmt.Fprintf(tw, "\t%d\t%d\t%d\t%s\t\n", x.PID, x.TID, x.Calls, Duration(x.Mean))
-		}
-		tw.Flush()
+		table(w, title, "\tpid\ttid\tcalls\ta call\t", len(g.Workers), func(i int) string {
+			x := g.Workers[i]
+			return fmt.Sprintf("\t%d\t%d\t%d\t%s\t", x.PID, x.TID, x.Calls, Duration(x.Mean))
+		})
 	}
 }
