@@ -41,46 +41,42 @@ func startFunctions(t *testing.T, python string) (*script, *Reader, functionsOut
 // bytes there to the opcodes they must be.
 func TestFunction(t *testing.T) {
 	testenv.RequireRoot(t)
-	pythons := testenv.Pythons(t)
-	for _, name := range sortedKeys(pythons) {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			_, r, out := startFunctions(t, pythons[name])
-			ops := opTables[out.Minor]
-			for _, key := range sortedKeys(out.Functions) {
-				want := out.Functions[key]
-				module, qualname, _ := strings.Cut(key, ":")
-				f, err := r.Function(out.Runtime, module, qualname)
-				if err != nil {
-					t.Errorf("%s: %v", key, err)
-					continue
-				}
-				if f.Module != module || f.Qualname != qualname || f.Code != want.Code {
-					t.Errorf("%s: found %s.%s, code %#x; id(code) is %#x", key, f.Module, f.Qualname, f.Code, want.Code)
-					continue
-				}
-				if f.EntryIsResume != (out.Minor >= 11) {
-					t.Errorf("%s: EntryIsResume %v on 3.%d", key, f.EntryIsResume, out.Minor)
-				}
-				start := bytecodeStart(t, r, f.Code)
-				var returns []uint64
-				for _, a := range f.Returns {
-					returns = append(returns, a-start)
-				}
-				if f.Entry-start != want.Entry || !slices.Equal(returns, want.Returns) {
-					t.Errorf("%s: entry at %d, returns at %v; dis says %d, %v", key, f.Entry-start, returns, want.Entry, want.Returns)
-					continue
-				}
-				// The bytes there, read again: what the script saw, and of
-				// the family pymem looked for.
-				checkOp(t, r, key+" entry", f.Entry, want.EntryOp, ops, out.Minor >= 11, opResume)
-				for i, a := range f.Returns {
-					checkOp(t, r, key+" return", a, want.ReturnOps[i], ops, true, opReturn)
-				}
-				t.Logf("%s: entry +%d, %d returns", key, f.Entry-start, len(f.Returns))
+	eachPython(t, func(t *testing.T, python string) {
+		_, r, out := startFunctions(t, python)
+		ops := opTables[out.Minor]
+		for _, key := range sortedKeys(out.Functions) {
+			want := out.Functions[key]
+			module, qualname, _ := strings.Cut(key, ":")
+			f, err := r.Function(out.Runtime, module, qualname)
+			if err != nil {
+				t.Errorf("%s: %v", key, err)
+				continue
 			}
-		})
-	}
+			if f.Module != module || f.Qualname != qualname || f.Code != want.Code {
+				t.Errorf("%s: found %s.%s, code %#x; id(code) is %#x", key, f.Module, f.Qualname, f.Code, want.Code)
+				continue
+			}
+			if f.EntryIsResume != (out.Minor >= 11) {
+				t.Errorf("%s: EntryIsResume %v on 3.%d", key, f.EntryIsResume, out.Minor)
+			}
+			start := bytecodeStart(t, r, f.Code)
+			var returns []uint64
+			for _, a := range f.Returns {
+				returns = append(returns, a-start)
+			}
+			if f.Entry-start != want.Entry || !slices.Equal(returns, want.Returns) {
+				t.Errorf("%s: entry at %d, returns at %v; dis says %d, %v", key, f.Entry-start, returns, want.Entry, want.Returns)
+				continue
+			}
+			// The bytes there, read again: what the script saw, and of
+			// the family pymem looked for.
+			checkOp(t, r, key+" entry", f.Entry, want.EntryOp, ops, out.Minor >= 11, opResume)
+			for i, a := range f.Returns {
+				checkOp(t, r, key+" return", a, want.ReturnOps[i], ops, true, opReturn)
+			}
+			t.Logf("%s: entry +%d, %d returns", key, f.Entry-start, len(f.Returns))
+		}
+	})
 }
 
 // bytecodeStart is where the code object's running bytecode starts.
@@ -117,49 +113,45 @@ func checkOp(t *testing.T, r *Reader, what string, addr uint64, want byte, ops *
 // function pymem can time: each a clear error, never a panic.
 func TestFunctionErrors(t *testing.T) {
 	testenv.RequireRoot(t)
-	pythons := testenv.Pythons(t)
-	for _, name := range sortedKeys(pythons) {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			s, r, out := startFunctions(t, pythons[name])
-			for _, c := range []struct{ module, qualname, want string }{
-				{"no_such_module", "f", "module no_such_module is not in sys.modules"},
-				{"__main__", "no_such_function", "__main__ has no attribute no_such_function"},
-				{"__main__", "Loader.no_such_method", "__main__.Loader has no attribute no_such_method"},
-				{"__main__", "gen", "__main__.gen is a generator function"},
-				{"__main__", "coro", "__main__.coro is a coroutine function"},
-				{"__main__", "agen", "__main__.agen is an async generator function"},
-				{"__main__", "Loader.now", "pymem: __main__.Loader.now is a builtin_function_or_method, not a Python function"},
-				{"__main__", "Loader", "__main__.Loader is a type, not a Python function"},
-				{"__main__", "CONSTANT", "__main__.CONSTANT is a int, not a Python function"},
-				{"__main__", "plain.x", "__main__.plain is a function, neither a class nor a module"},
-				{"__main__", "with_cell.<locals>.inner", "nested function"},
-				{"__main__", "wraps_builtin", "__main__.wraps_builtin wraps a builtin_function_or_method (its __wrapped__), not a Python function"},
-				{"__main__", "", "bad function name"},
-				{"", "plain", "bad function name"},
-				{"__main__", "Loader..fetch", "bad function name"},
-			} {
-				f, err := r.Function(out.Runtime, c.module, c.qualname)
-				if err == nil || !strings.Contains(err.Error(), c.want) {
-					t.Errorf("Function(%q, %q) = %+v, %v; want an error saying %q", c.module, c.qualname, f, err, c.want)
-				} else {
-					t.Logf("%v", err)
-				}
+	eachPython(t, func(t *testing.T, python string) {
+		s, r, out := startFunctions(t, python)
+		for _, c := range []struct{ module, qualname, want string }{
+			{"no_such_module", "f", "module no_such_module is not in sys.modules"},
+			{"__main__", "no_such_function", "__main__ has no attribute no_such_function"},
+			{"__main__", "Loader.no_such_method", "__main__.Loader has no attribute no_such_method"},
+			{"__main__", "gen", "__main__.gen is a generator function"},
+			{"__main__", "coro", "__main__.coro is a coroutine function"},
+			{"__main__", "agen", "__main__.agen is an async generator function"},
+			{"__main__", "Loader.now", "pymem: __main__.Loader.now is a builtin_function_or_method, not a Python function"},
+			{"__main__", "Loader", "__main__.Loader is a type, not a Python function"},
+			{"__main__", "CONSTANT", "__main__.CONSTANT is a int, not a Python function"},
+			{"__main__", "plain.x", "__main__.plain is a function, neither a class nor a module"},
+			{"__main__", "with_cell.<locals>.inner", "nested function"},
+			{"__main__", "wraps_builtin", "__main__.wraps_builtin wraps a builtin_function_or_method (its __wrapped__), not a Python function"},
+			{"__main__", "", "bad function name"},
+			{"", "plain", "bad function name"},
+			{"__main__", "Loader..fetch", "bad function name"},
+		} {
+			f, err := r.Function(out.Runtime, c.module, c.qualname)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Function(%q, %q) = %+v, %v; want an error saying %q", c.module, c.qualname, f, err, c.want)
+			} else {
+				t.Logf("%v", err)
 			}
-			code := out.Functions["__main__:plain"].Code
-			for _, rt := range []uint64{0, 8, 0x1001, 0xdead_beef_0000, 1 << 56, ^uint64(0) - 7,
-				out.Runtime + 8, out.Runtime - 64, code} {
-				if f, err := r.Function(rt, "__main__", "plain"); err == nil {
-					t.Errorf("Function with _PyRuntime at %#x (it is at %#x) = %+v, no error", rt, out.Runtime, f)
-				} else {
-					t.Logf("runtime %#x: %v", rt, err)
-				}
+		}
+		code := out.Functions["__main__:plain"].Code
+		for _, rt := range []uint64{0, 8, 0x1001, 0xdead_beef_0000, 1 << 56, ^uint64(0) - 7,
+			out.Runtime + 8, out.Runtime - 64, code} {
+			if f, err := r.Function(rt, "__main__", "plain"); err == nil {
+				t.Errorf("Function with _PyRuntime at %#x (it is at %#x) = %+v, no error", rt, out.Runtime, f)
+			} else {
+				t.Logf("runtime %#x: %v", rt, err)
 			}
-			s.cmd.Process.Kill()
-			s.cmd.Wait()
-			if f, err := r.Function(out.Runtime, "__main__", "plain"); err == nil {
-				t.Errorf("Function in an exited process = %+v, no error", f)
-			}
-		})
-	}
+		}
+		s.cmd.Process.Kill()
+		s.cmd.Wait()
+		if f, err := r.Function(out.Runtime, "__main__", "plain"); err == nil {
+			t.Errorf("Function in an exited process = %+v, no error", f)
+		}
+	})
 }

@@ -109,6 +109,18 @@ func (s *script) more(t testing.TB) snapshot {
 	return s.next(t)
 }
 
+// eachPython runs fn as a parallel subtest for each interpreter here, in
+// name order.
+func eachPython(t *testing.T, fn func(t *testing.T, python string)) {
+	pythons := testenv.Pythons(t)
+	for _, name := range sortedKeys(pythons) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, pythons[name])
+		})
+	}
+}
+
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -123,96 +135,92 @@ func sortedKeys[V any](m map[string]V) []string {
 // one more item goes into each queue.
 func TestPools(t *testing.T) {
 	testenv.RequireRoot(t)
-	pythons := testenv.Pythons(t)
-	for _, name := range sortedKeys(pythons) {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			s, snap := startScript(t, pythons[name])
-			r, err := NewReader(snap.PID, snap.Minor)
+	eachPython(t, func(t *testing.T, python string) {
+		s, snap := startScript(t, python)
+		r, err := NewReader(snap.PID, snap.Minor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pools := map[string]*Pool{}
+		for _, obj := range sortedKeys(snap.Objects) {
+			id, qsize := *snap.Objects[obj][0], snap.Objects[obj][1]
+			p, err := r.Pool(id)
+			if qsize == nil {
+				if err == nil || !errors.Is(err, ErrNotPool) || !strings.Contains(err.Error(), "NotAQueue") {
+					t.Errorf("%s: Pool: %v, want an ErrNotPool naming NotAQueue", obj, err)
+				} else {
+					t.Logf("%s: %v", obj, err)
+				}
+				continue
+			}
 			if err != nil {
-				t.Fatal(err)
+				t.Errorf("%s: Pool: %v", obj, err)
+				continue
 			}
-			pools := map[string]*Pool{}
-			for _, obj := range sortedKeys(snap.Objects) {
-				id, qsize := *snap.Objects[obj][0], snap.Objects[obj][1]
-				p, err := r.Pool(id)
-				if qsize == nil {
-					if err == nil || !errors.Is(err, ErrNotPool) || !strings.Contains(err.Error(), "NotAQueue") {
-						t.Errorf("%s: Pool: %v, want an ErrNotPool naming NotAQueue", obj, err)
-					} else {
-						t.Logf("%s: %v", obj, err)
-					}
-					continue
-				}
+			want := KindQueue
+			if strings.HasPrefix(obj, "mp") {
+				want = KindMPQueue
+			}
+			if p.Kind != want {
+				t.Errorf("%s: Kind %q, want %q", obj, p.Kind, want)
+			}
+			if sl, ok := snap.Semlocks[obj]; ok && (p.addr != sl[0] || uint64(p.maxvalue) != sl[1] || sl[2] != semKindSemaphore) {
+				t.Errorf("%s: SemLock read as handle %#x, maxvalue %d; it says handle %#x, maxvalue %d, kind %d",
+					obj, p.addr, p.maxvalue, sl[0], sl[1], sl[2])
+			}
+			if fd, ok := p.ReadFD(); want == KindMPQueue && (!ok || uint64(fd) != snap.Semlocks[obj][3]) {
+				t.Errorf("%s: read end fd %d (found %v), it says %d", obj, fd, ok, snap.Semlocks[obj][3])
+			} else if want == KindQueue && ok {
+				t.Errorf("%s: a queue.Queue with a read end fd %d", obj, fd)
+			}
+			pools[obj] = p
+		}
+		check := func(snap snapshot) {
+			for _, obj := range sortedKeys(pools) {
+				n, err := pools[obj].Len()
 				if err != nil {
-					t.Errorf("%s: Pool: %v", obj, err)
-					continue
+					t.Errorf("%s: Len: %v", obj, err)
+				} else if want := *snap.Objects[obj][1]; uint64(n) != want {
+					t.Errorf("%s (%s): Len %d, qsize %d", obj, pools[obj].Type, n, want)
 				}
-				want := KindQueue
-				if strings.HasPrefix(obj, "mp") {
-					want = KindMPQueue
-				}
-				if p.Kind != want {
-					t.Errorf("%s: Kind %q, want %q", obj, p.Kind, want)
-				}
-				if sl, ok := snap.Semlocks[obj]; ok && (p.addr != sl[0] || uint64(p.maxvalue) != sl[1] || sl[2] != semKindSemaphore) {
-					t.Errorf("%s: SemLock read as handle %#x, maxvalue %d; it says handle %#x, maxvalue %d, kind %d",
-						obj, p.addr, p.maxvalue, sl[0], sl[1], sl[2])
-				}
-				if fd, ok := p.ReadFD(); want == KindMPQueue && (!ok || uint64(fd) != snap.Semlocks[obj][3]) {
-					t.Errorf("%s: read end fd %d (found %v), it says %d", obj, fd, ok, snap.Semlocks[obj][3])
-				} else if want == KindQueue && ok {
-					t.Errorf("%s: a queue.Queue with a read end fd %d", obj, fd)
-				}
-				pools[obj] = p
 			}
-			check := func(snap snapshot) {
-				for _, obj := range sortedKeys(pools) {
-					n, err := pools[obj].Len()
-					if err != nil {
-						t.Errorf("%s: Len: %v", obj, err)
-					} else if want := *snap.Objects[obj][1]; uint64(n) != want {
-						t.Errorf("%s (%s): Len %d, qsize %d", obj, pools[obj].Type, n, want)
+		}
+		// A deque's state counts its appends: one more put, one more.
+		states := func() map[string]uint64 {
+			out := map[string]uint64{}
+			for obj, p := range pools {
+				addr, ok := p.StateWord()
+				if deque := p.Kind == KindQueue && p.Type != "LifoQueue" && p.Type != "PriorityQueue"; ok != deque {
+					t.Errorf("%s (%s): StateWord ok %v, want %v (a deque counts, a list and a semaphore do not)", obj, p.Type, ok, deque)
+				}
+				if ok {
+					b := make([]byte, 8)
+					if err := r.read(addr, b); err != nil {
+						t.Errorf("%s: read state: %v", obj, err)
 					}
+					out[obj] = le.Uint64(b)
 				}
 			}
-			// A deque's state counts its appends: one more put, one more.
-			states := func() map[string]uint64 {
-				out := map[string]uint64{}
-				for obj, p := range pools {
-					addr, ok := p.StateWord()
-					if deque := p.Kind == KindQueue && p.Type != "LifoQueue" && p.Type != "PriorityQueue"; ok != deque {
-						t.Errorf("%s (%s): StateWord ok %v, want %v (a deque counts, a list and a semaphore do not)", obj, p.Type, ok, deque)
-					}
-					if ok {
-						b := make([]byte, 8)
-						if err := r.read(addr, b); err != nil {
-							t.Errorf("%s: read state: %v", obj, err)
-						}
-						out[obj] = le.Uint64(b)
-					}
-				}
-				return out
+			return out
+		}
+		check(snap)
+		before := states()
+		check(s.more(t))
+		for obj, n := range states() {
+			if n != before[obj]+1 {
+				t.Errorf("%s: deque state %d after one put, was %d", obj, n, before[obj])
 			}
-			check(snap)
-			before := states()
-			check(s.more(t))
-			for obj, n := range states() {
-				if n != before[obj]+1 {
-					t.Errorf("%s: deque state %d after one put, was %d", obj, n, before[obj])
-				}
-			}
+		}
 
-			attrs(t, r, snap)
+		attrs(t, r, snap)
 
-			// Gone, the process reads as errors.
-			s.cmd.Process.Kill()
-			s.cmd.Wait()
-			if n, err := pools["queue"].Len(); err == nil {
-				t.Errorf("Len of an exited process: %d, no error", n)
-			}
-		})
-	}
+		// Gone, the process reads as errors.
+		s.cmd.Process.Kill()
+		s.cmd.Wait()
+		if n, err := pools["queue"].Len(); err == nil {
+			t.Errorf("Len of an exited process: %d, no error", n)
+		}
+	})
 }
 
 // attrs checks TypeName and Attr on the script's objects.
@@ -267,59 +275,55 @@ func TestBogus(t *testing.T) {
 	if _, err := NewReader(0, 12); err == nil {
 		t.Error("NewReader(0, 12): no error")
 	}
-	pythons := testenv.Pythons(t)
-	for _, name := range sortedKeys(pythons) {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			_, snap := startScript(t, pythons[name])
-			r, err := NewReader(snap.PID, snap.Minor)
-			if err != nil {
-				t.Fatal(err)
+	eachPython(t, func(t *testing.T, python string) {
+		_, snap := startScript(t, python)
+		r, err := NewReader(snap.PID, snap.Minor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		queues := map[uint64]bool{}
+		for _, v := range snap.Objects {
+			if v[1] != nil {
+				queues[*v[0]] = true
 			}
-			queues := map[uint64]bool{}
-			for _, v := range snap.Objects {
-				if v[1] != nil {
-					queues[*v[0]] = true
-				}
+		}
+		for _, addr := range []uint64{0, 8, 0xfff, 0x1001, 0xdead_beef_0000, 1<<47 - 8, 1 << 56, ^uint64(0), ^uint64(0) - 7} {
+			if p, err := r.Pool(addr); err == nil {
+				t.Errorf("Pool(%#x) = %+v, no error", addr, p)
 			}
-			for _, addr := range []uint64{0, 8, 0xfff, 0x1001, 0xdead_beef_0000, 1<<47 - 8, 1 << 56, ^uint64(0), ^uint64(0) - 7} {
-				if p, err := r.Pool(addr); err == nil {
-					t.Errorf("Pool(%#x) = %+v, no error", addr, p)
-				}
-				if _, err := r.TypeName(addr); err == nil {
-					t.Errorf("TypeName(%#x): no error", addr)
-				}
-				if _, err := r.Attr(addr, "queue"); err == nil {
-					t.Errorf("Attr(%#x): no error", addr)
-				}
+			if _, err := r.TypeName(addr); err == nil {
+				t.Errorf("TypeName(%#x): no error", addr)
 			}
-			// Every word around the objects: mapped memory that mostly is
-			// not an object's start.
-			var tried, resolved int
-			for _, v := range snap.Objects {
-				for addr := *v[0] - 512; addr < *v[0]+512; addr += 8 {
-					tried++
-					p, err := r.Pool(addr)
-					if err == nil {
-						resolved++
-						if !queues[addr] {
-							t.Errorf("Pool(%#x) resolved a %s that is none of the script's queues", addr, p.Kind)
-						}
+			if _, err := r.Attr(addr, "queue"); err == nil {
+				t.Errorf("Attr(%#x): no error", addr)
+			}
+		}
+		// Every word around the objects: mapped memory that mostly is
+		// not an object's start.
+		var tried, resolved int
+		for _, v := range snap.Objects {
+			for addr := *v[0] - 512; addr < *v[0]+512; addr += 8 {
+				tried++
+				p, err := r.Pool(addr)
+				if err == nil {
+					resolved++
+					if !queues[addr] {
+						t.Errorf("Pool(%#x) resolved a %s that is none of the script's queues", addr, p.Kind)
 					}
-					r.Attr(addr, "queue")
 				}
+				r.Attr(addr, "queue")
 			}
-			t.Logf("%d addresses, %d resolved (the queues among them)", tried, resolved)
-			// Another process's addresses: no such process.
-			gone, err := NewReader(1<<30, snap.Minor)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := gone.Pool(*snap.Objects["queue"][0]); err == nil {
-				t.Error("Pool in a process that does not exist: no error")
-			}
-		})
-	}
+		}
+		t.Logf("%d addresses, %d resolved (the queues among them)", tried, resolved)
+		// Another process's addresses: no such process.
+		gone, err := NewReader(1<<30, snap.Minor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := gone.Pool(*snap.Objects["queue"][0]); err == nil {
+			t.Error("Pool in a process that does not exist: no error")
+		}
+	})
 }
 
 // BenchmarkPoolLen is the cost of one reading of a live queue.
