@@ -72,10 +72,7 @@ func TestPoolReadings(t *testing.T) {
 func TestPoolReadAtReturn(t *testing.T) {
 	tr := newThread(100, 101, 0)
 	for i := range 40 {
-		tr.idle(2 * ms)
-		tr.call(t, "cudaMemcpyAsync", 20*us, 0xa000, 0xb000, 4<<20, 1, 0x55)
-		tr.launch(20, 10*us)
-		e := tr.call(t, "cudaStreamSynchronize", 3*ms, 0x55)
+		e := tr.syncStep(t)
 		e.Pool = uint32(i%3) + 1 // lengths 0, 1, 2 as the boundary returned
 	}
 	evs := append([]events.Event{*poolEvent(0xa0, 1, 99)}, tr.evs...)
@@ -100,10 +97,7 @@ func TestSamplesFromDequeState(t *testing.T) {
 		took, put := 4, 3+i%3 // the engines put 3 to 5 while the step takes 4
 		state += uint32(took + put)
 		n += put - took
-		tr.idle(2 * ms)
-		tr.call(t, "cudaMemcpyAsync", 20*us, 0xa000, 0xb000, 4<<20, 1, 0x55)
-		tr.launch(20, 10*us)
-		e := tr.call(t, "cudaStreamSynchronize", 3*ms, 0x55)
+		e := tr.syncStep(t)
 		e.Pool, e.PoolState = uint32(n)+1, state+1
 	}
 	_, steps := run(t, Config{}, tr.evs)
@@ -130,10 +124,7 @@ func TestSamplesFromPipeReads(t *testing.T) {
 		if i == 20 {
 			gets = 2 // counted afresh
 		}
-		tr.idle(2 * ms)
-		tr.call(t, "cudaMemcpyAsync", 20*us, 0xa000, 0xb000, 4<<20, 1, 0x55)
-		tr.launch(20, 10*us)
-		e := tr.call(t, "cudaStreamSynchronize", 3*ms, 0x55)
+		e := tr.syncStep(t)
 		e.Pool, e.PoolGets = 2+1, gets+1
 	}
 	_, steps := run(t, Config{}, tr.evs)

@@ -127,6 +127,16 @@ func engine(t testing.TB, tid uint32, until uint64) *thread {
 	return th
 }
 
+// syncStep adds a step ending in a stream sync: 2 ms on the CPU, a 4 MiB
+// input copy, 20 launches and a 3 ms sync. It returns the sync (set its
+// pool reading before the next call).
+func (th *thread) syncStep(t testing.TB) *events.Event {
+	th.idle(2 * ms)
+	th.call(t, "cudaMemcpyAsync", 20*us, 0xa000, 0xb000, 4<<20, 1, 0x55)
+	th.launch(20, 10*us)
+	return th.call(t, "cudaStreamSynchronize", 3*ms, 0x55)
+}
+
 // pywait makes the thread block in a Python queue get for ns.
 func (th *thread) pywait(ns uint64) {
 	th.evs = append(th.evs, events.Event{Kind: events.KindPyWait, PID: th.pid, TID: th.tid, Start: th.t, End: th.t + ns,
