@@ -565,11 +565,19 @@ static __always_inline __u64 py_tstate(struct py_layout *l)
 
 // py_frames reads up to PY_FRAMES frames, innermost first, skipping the
 // C-stack shim frames of 3.12 and later.
-static __always_inline __u8 py_frames(struct py_layout *l, __u64 tstate, struct py_event *e)
+// py_current_frame is the thread's innermost frame: tstate->frame (3.10),
+// tstate->cframe->current_frame (3.11, 3.12), tstate->current_frame (3.13).
+static __always_inline __u64 py_current_frame(struct py_layout *l, __u64 tstate)
 {
 	__u64 frame = read_ptr(tstate + l->tstate_frame);
 	if (l->cframe_current >= 0 && frame)
 		frame = read_ptr(frame + l->cframe_current);
+	return frame;
+}
+
+static __always_inline __u8 py_frames(struct py_layout *l, __u64 tstate, struct py_event *e)
+{
+	__u64 frame = py_current_frame(l, tstate);
 	__u8 n = 0;
 	for (int i = 0; i < 2 * PY_FRAMES && frame; i++) {
 		__u8 owner = 0;
@@ -764,14 +772,6 @@ const struct py_site *unused_py_site __attribute__((unused));
 // PY_CALLER_DEPTH bounds the search for the timed call's frame among the
 // callers of a new call: found, the new call is inside it (recursion).
 #define PY_CALLER_DEPTH 32
-
-static __always_inline __u64 py_current_frame(struct py_layout *l, __u64 tstate)
-{
-	__u64 frame = read_ptr(tstate + l->tstate_frame);
-	if (l->cframe_current >= 0 && frame)
-		frame = read_ptr(frame + l->cframe_current);
-	return frame;
-}
 
 static __always_inline int py_frame_calls(struct py_layout *l, __u64 frame, __u64 caller)
 {
