@@ -213,10 +213,13 @@ def make_batch(idx):
     return data
 
 
-time.sleep(args.start_delay)
 if args.dataloader:
+    # Imported at start, as a training script imports torch: a probe on the
+    # DataLoader's functions finds them while the job waits to start.
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "standin"))
     from torch.utils.data import DataLoader
+time.sleep(args.start_delay)
+if args.dataloader:
     batches = iter(DataLoader(make_batch, num_workers=2, prefetch_factor=2, pin_memory=args.dataloader == "pin"))
 elif args.procs:
     go.set()
