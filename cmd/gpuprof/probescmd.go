@@ -17,13 +17,14 @@ func probesCmd(args []string, stdout, stderr io.Writer) error {
 	pid := fs.IntP("pid", "p", 0, "the process to inspect")
 	noLaunches := fs.Bool("no-launches", false, "leave out the launch-counting probes, as attach --no-launches does")
 	specs := fs.StringArray("probe", nil, "also show where these --probe functions would be probed, and at what cost (as attach --probe)")
+	preset := fs.String("preset", "", "also show the probes of a kind of job (as attach --preset): "+presetNames())
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *pid <= 0 {
 		return usageErr("probes needs --pid PID")
 	}
-	user, _, err := userProbes("", *specs)
+	user, _, err := userProbes(*preset, *specs)
 	if err != nil {
 		return err
 	}

@@ -182,12 +182,14 @@ func TestProbesShowsPythonFunctions(t *testing.T) {
 	}
 	t.Cleanup(func() { py.Process.Kill(); py.Wait() })
 	time.Sleep(500 * time.Millisecond) // its functions defined
-	r := gpuprof(t, "probes", "--pid", itoa(py.Process.Pid), "--probe", "data=py:__main__:depth", "--probe", "data=py:__main__:nosuch")
+	r := gpuprof(t, "probes", "--pid", itoa(py.Process.Pid), "--probe", "data=py:__main__:depth", "--probe", "data=py:__main__:nosuch", "--preset", "pytorch")
 	for _, want := range []string{
 		"data=py:__main__:depth: hardware watchpoints on its start",
 		"and 2 return(s)",
 		"two debug traps every call",
 		"data=py:__main__:nosuch: not found now: pymem: __main__ has no attribute nosuch",
+		// the preset's, in a process that has not imported torch
+		"data=py:torch.utils.data.dataloader:_BaseDataLoaderIter.__next__: not found now",
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("gpuprof probes lacks %q:\n%s", want, r.stdout)

@@ -22,7 +22,8 @@ noise floor: an "on" result inside it is no measurable slowdown.
 
 A configuration whose flags are just "@idle" runs `sleep` for the window
 instead of gpuprof: the same "on" window with nothing attached, which
-measures what the alternation itself does to the comparison.
+measures what the alternation itself does to the comparison. With one, each
+other configuration is also given against it, alternation by alternation.
 
 Each window also reports the CPU the job used (user and system, from
 /proc/PID/stat: a uprobe's trap and BPF program count as the job's system
@@ -150,6 +151,20 @@ for label, skip in (("whole", 0.5), ("steady", LEARN)):
         print(f"mode {args.mode} {name} [{label}]: step rate on/off {r:.4f} ({pct(r)}, 95% CI {pct(lo)}..{pct(hi)}, "
               f"mean {pct(statistics.mean(rr))}, n={len(rr)}); step_time on/off {s:.4f} ({pct(s)})")
         print(f"  each {' '.join(pct(x) for x in rr)}")
+    # Against the @idle control: each alternation's on/off ratio over the
+    # control's in the same alternation, which takes out whatever the
+    # alternation itself does (a window that runs a command, the "steady"
+    # part being the end of a window) along with drift.
+    control = next((n for n, f in configs if f == ["@idle"]), None)
+    if control:
+        base = ratios(stats, control, 1)
+        for name, flags in configs:
+            if name == control:
+                continue
+            rel = [x / y for x, y in zip(ratios(stats, name, 1), base)]
+            lo, hi = ci(rel)
+            print(f"mode {args.mode} {name} vs {control} [{label}]: {pct(statistics.median(rel))} "
+                  f"(95% CI {pct(lo)}..{pct(hi)}, mean {pct(statistics.mean(rel))}, n={len(rel)})")
     # The same statistic between "off" windows (each against its "off"
     # neighbours two windows away) is the noise floor of this run.
     offs = [x for x in stats if x[0] == "off"]
