@@ -3,8 +3,14 @@
 
 GO      ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
-# A static binary: it runs on a GPU host that has no Go toolchain.
-GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)"
+# cgo for NVML (go-nvml loads libnvidia-ml.so.1 with dlopen at run time, so
+# the binary links only the C library): it runs on any GPU host whose glibc
+# is as new as the build machine's, with no Go toolchain there, and without
+# NVML it profiles on without the GPUs' hardware state. go-nvml's bindings
+# call some functions NVML 13 deprecates: their warnings are not ours.
+export CGO_ENABLED := 1
+export CGO_CFLAGS := -O2 -Wno-deprecated-declarations
+GOBUILD := $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)"
 
 .PHONY: all build generate check-generated fixtures test bench demo clean
 
@@ -39,6 +45,7 @@ test: check-generated fixtures
 bench: fixtures
 	$(GO) test -count=1 -run '^$$' -bench 'ProbeCost|PythonLockProbe|PythonCallProbe' -benchtime 1x -v ./probes
 	$(GO) test -count=1 -run '^$$' -bench 'Correlate|DecodeRecord' -benchmem ./correlate ./probes
+	$(GO) test -count=1 -run '^$$' -bench 'SampleRound' -benchmem ./nvml
 
 demo: build fixtures
 	./testdata/demo/run.sh

@@ -21,4 +21,10 @@ require (
 // rather than its mangling (the demangler Go's pprof uses).
 require github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724
 
+// NVML bindings for nvml/ (libnvidia-ml.so.1 is dlopened at run time, so
+// building needs no driver) and the DGX mocks its tests run on.
+require github.com/NVIDIA/go-nvml v0.13.4-1
+
+require github.com/google/uuid v1.6.0 // indirect
+
 tool github.com/cilium/ebpf/cmd/bpf2go

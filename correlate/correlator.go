@@ -30,6 +30,9 @@ type Config struct {
 	// MaxBuffer bounds the events held while the boundary is not yet known.
 	// 0 means 1<<20.
 	MaxBuffer int
+	// GPUs, when set, joins each step with the hardware state of its
+	// process's GPUs (NVML samples), shared by a job's correlators.
+	GPUs *GPUs
 }
 
 // UserProbe is what correlate needs of a --probe: its role ("dispatch",
@@ -411,6 +414,9 @@ func (c *Correlator) emit(steps []Step) []Step {
 			s.InferCapacity = float64(s.InferEngines) / s.InferBatchTime
 		}
 		c.pools.measure(&steps[i])
+		if c.cfg.GPUs != nil {
+			c.cfg.GPUs.join(&steps[i])
+		}
 		c.sum.addStep(&steps[i])
 	}
 	return steps

@@ -112,6 +112,10 @@ type Step struct {
 
 	AllocBytes uint64 `json:"alloc_bytes"`
 	FreeBytes  uint64 `json:"free_bytes"`
+
+	// GPU is the hardware state of the process's GPUs while the step ran
+	// (NVML), where sampled.
+	GPU *StepGPU `json:"gpu,omitempty"`
 }
 
 func addCopy(s *Step, dir cudaapi.Dir, n uint64) {

@@ -82,6 +82,7 @@ type Summary struct {
 	H2DBytes      Dist
 	D2HBytes      Dist
 	Threads       []ThreadTotals // most launches first
+	GPU           GPUSteps       // the steps' GPU state, where sampled (NVML)
 	FirstNS       uint64
 	LastNS        uint64
 	Events        uint64
@@ -117,6 +118,7 @@ type summaryAcc struct {
 	launches    []float64
 	h2d, d2h    []float64
 	sources     map[ComputeSource]int
+	gpu         gpuStepsAcc
 }
 
 func newSummaryAcc() summaryAcc {
@@ -201,6 +203,7 @@ func (s *summaryAcc) addWait(e *events.Event, kind WaitKind, what string) {
 
 func (s *summaryAcc) addStep(st *Step) {
 	s.steps++
+	s.gpu.add(st)
 	s.stepT = append(s.stepT, st.StepTime)
 	s.wallT = append(s.wallT, st.WallTime)
 	if st.WaitsObserved {
@@ -256,6 +259,7 @@ func (c *Correlator) Summary() Summary {
 	out.FetchTime, out.TrainCapacity, out.InferCapacity = dist(s.fetchT), dist(s.trainCap), dist(s.inferCap)
 	out.Pool, out.PoolKind, out.Samples = dist(s.pool), s.poolKind, dist(s.samples)
 	out.DispatchOn, _ = largest(s.dispatchOn)
+	out.GPU = s.gpu.summary()
 	out.Engines = c.Engines()
 	for _, u := range s.user {
 		out.User = append(out.User, *u)

@@ -33,6 +33,12 @@ const (
 // compute_time >> data_time GPU compute. Capacities, when both are known,
 // decide between the two sides as I against T.
 func Diagnose(s Summary) Verdict {
+	v := diagnose(s)
+	hardware(&v, s)
+	return v
+}
+
+func diagnose(s Summary) Verdict {
 	var v Verdict
 	if s.Steps == 0 {
 		v.Bottleneck = "unknown"

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpuprof/gpuprof/correlate"
+	"github.com/gpuprof/gpuprof/events"
 )
 
 // Live shows one line per step: rewritten in place on a terminal, at most
@@ -69,6 +70,21 @@ func Line(s correlate.Step, rate float64) string {
 	}
 	if s.D2HBytes > 0 {
 		fmt.Fprintf(&b, " d2h %s", Bytes(float64(s.D2HBytes)))
+	}
+	if g := s.GPU; g != nil {
+		b.WriteString(" | gpu")
+		if events.Has(g.Util) {
+			fmt.Fprintf(&b, " %.0f%%", g.Util)
+		}
+		if events.Has(g.SMActive) {
+			fmt.Fprintf(&b, " sm %.2f", g.SMActive)
+		}
+		if events.Has(g.PowerW) {
+			fmt.Fprintf(&b, " %.0fW", g.PowerW)
+		}
+		if g.Throttle != 0 {
+			b.WriteString(" throttled")
+		}
 	}
 	if rate > 0 {
 		fmt.Fprintf(&b, " | %.1f steps/s", rate)

@@ -81,6 +81,14 @@ func WriteSummary(w io.Writer, s Summary) {
 		row("launches/step", r.Launches, count)
 		row("h2d/step", r.H2DBytes, bytes)
 		row("d2h/step", r.D2HBytes, bytes)
+		pct := func(x float64) string { return fmt.Sprintf("%.0f%%", x) }
+		frac := func(x float64) string { return fmt.Sprintf("%.2f", x) }
+		row("gpu util (NVML)", r.GPU.Util, pct)
+		row("sm_active (GPM)", r.GPU.SMActive, frac)
+		row("tensor_active (GPM)", r.GPU.TensorActive, frac)
+		row("gpu power", r.GPU.PowerW, func(x float64) string { return fmt.Sprintf("%.0fW", x) })
+		row("sm clock", r.GPU.SMClockMHz, func(x float64) string { return fmt.Sprintf("%.0fMHz", x) })
+		row("own sm util (NVML)", r.GPU.ProcSMUtil, pct)
 		tw.Flush()
 	}
 	table(w, "threads:", "pid\ttid\tlaunches\tcalls\tsyncs\tsync time\th2d\td2h\t", len(r.Threads), func(i int) string {

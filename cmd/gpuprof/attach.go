@@ -5,19 +5,33 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 )
 
 func attachCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("attach", stderr)
 	var pids []int
 	fs.IntSliceVarP(&pids, "pid", "p", nil, "the process to attach to (repeat for several)")
+	gpus := fs.String("gpus", "", "attach to every process with a compute context on these GPUs: all, or NVML indexes such as 0,2-3")
 	var f profileFlags
 	f.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if *gpus != "" {
+		found, only, err := gpuProcesses(*gpus)
+		if err != nil {
+			return err
+		}
+		for _, p := range found {
+			if !slices.Contains(pids, p) {
+				pids = append(pids, p)
+			}
+		}
+		f.onlyGPUs = only
+	}
 	if len(pids) == 0 {
-		return usageErr("attach needs --pid PID (find it with pgrep -f train.py)")
+		return usageErr("attach needs --pid PID (find it with pgrep -f train.py) or --gpus all")
 	}
 	if fs.NArg() > 0 {
 		return usageErr("attach takes no arguments, got %q; to start a command use gpuprof run -- CMD", fs.Args())

@@ -26,6 +26,7 @@ Usage:
   gpuprof attach --pid PID [flags]     attach to a running job
   gpuprof run [flags] -- CMD ARGS...   start a job and attach before its first step
   gpuprof probes --pid PID             show what would be attached where, and why not
+  gpuprof gpus                         the GPUs' hardware state as gpuprof reads it (NVML)
   gpuprof replay TRACE [flags]         cut a recorded trace (--record) into steps
   gpuprof compare --truth F --steps F  line gpuprof's steps up with a job's own log
   gpuprof version
@@ -56,6 +57,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runCmd(ctx, args[1:], stdout, stderr)
 	case "probes":
 		err = probesCmd(args[1:], stdout, stderr)
+	case "gpus":
+		err = gpusCmd(args[1:], stdout, stderr)
 	case "replay":
 		err = replayCmd(args[1:], stdout, stderr)
 	case "compare":

@@ -41,6 +41,8 @@ type profileFlags struct {
 	probeSpecs []string
 	batchSize  int
 	children   bool
+	gpu        gpuFlags
+	onlyGPUs   []int // attach --gpus: the GPUs whose processes were attached
 
 	// parsed from preset and probeSpecs
 	user  []probes.UserProbe
@@ -64,6 +66,7 @@ func (f *profileFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.batchSize, "batch-size", 0, "samples a step trains on, for train_capacity and thru")
 	fs.BoolVar(&f.children, "children", false, "follow the targets' child processes too (ranks, DataLoader workers, engines)")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no live line")
+	f.gpu.register(fs)
 	fs.BoolVar(&f.probeStats, "probe-stats", false, "at the end, print how often each BPF program ran and for how long (turns on the kernel's BPF statistics while attached)")
 }
 
@@ -130,10 +133,16 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	if f.quiet {
 		live = report.NewLive(io.Discard, false)
 	}
+	gw, err := openGPUs(&f.gpu, f.onlyGPUs)
+	if err != nil {
+		return err
+	}
+	defer gw.close()
 	st, err := newStepper(f, live)
 	if err != nil {
 		return err
 	}
+	st.cfg.GPUs = gw.state
 	// Once steps are found, launches need counting only part of the time.
 	st.onAnchor = func(first bool, a correlate.Anchor) {
 		sess.SetStepThread(int(a.PID), a.TID)
@@ -177,6 +186,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		}
 		defer stats.Close()
 	}
+	stopGPUs := gw.run(ctx, st.withGPUs)
 	start := time.Now()
 	var traceErr error
 	var lost uint64
@@ -200,6 +210,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 			st.add(&batch[i])
 		}
 	})
+	stopGPUs()
 	outErr := st.finish()
 	if errors.Is(runErr, probes.ErrTargetsExited) {
 		fmt.Fprintf(stderr, "gpuprof: %s exited\n", pidList(pids))
@@ -215,6 +226,10 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	}
 	attached := time.Since(start)
 	writeSummaries(stdout, sess, st, attached, sampling)
+	if gw.state != nil {
+		runs := gw.state.Runs()
+		report.WriteGPUs(stdout, runs, correlate.Groups(runs, gw.groups), gw.cudaViews(runs, f.onlyGPUs == nil))
+	}
 	if f.probeStats {
 		writeProbeStats(stdout, sess.Objects().ProgramStats(), attached)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync"
 
 	"github.com/gpuprof/gpuprof/correlate"
 	"github.com/gpuprof/gpuprof/events"
@@ -25,6 +26,8 @@ type stepper struct {
 	// moves.
 	onAnchor func(first bool, a correlate.Anchor)
 	err      error
+	// mu serialises the event path with the GPU sampler's rounds.
+	mu sync.Mutex
 }
 
 // procSteps is one process's steps.
@@ -73,8 +76,19 @@ func (s *stepper) pids() []uint32 {
 	return out
 }
 
+// withGPUs runs f on the GPU state, between events.
+func (s *stepper) withGPUs(f func(*correlate.GPUs)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cfg.GPUs != nil {
+		f(s.cfg.GPUs)
+	}
+}
+
 // add takes one event.
 func (s *stepper) add(e *events.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if e.Kind == events.KindLaunchProbes {
 		// Launch probes switch for every process at once.
 		s.marks = append(s.marks, *e)
@@ -108,6 +122,8 @@ func (s *stepper) found() bool {
 
 // finish closes the last steps and the outputs.
 func (s *stepper) finish() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, pid := range s.pids() {
 		s.emit(s.procs[pid].corr.Finish())
 	}

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/gpuprof/gpuprof/correlate"
+	"github.com/gpuprof/gpuprof/events"
+	"github.com/gpuprof/gpuprof/nvml"
+)
+
+// gpuFlags say which GPUs' hardware state is read (NVML) and how.
+type gpuFlags struct {
+	noNVML   bool
+	interval time.Duration
+	groups   []string
+}
+
+func (g *gpuFlags) register(fs *pflag.FlagSet) {
+	fs.BoolVar(&g.noNVML, "no-nvml", false, "do not read the GPUs' hardware state (NVML)")
+	fs.DurationVar(&g.interval, "nvml-interval", 100*time.Millisecond, "how often each GPU's hardware state is read (NVML, apart from CUDA: it costs the job nothing)")
+	fs.StringArrayVar(&g.groups, "group", nil, "name a set of GPUs for per-group aggregates, e.g. target=0-4 (repeat for several)")
+}
+
+// gpuWatch samples the GPUs for a profile: a sampler (nil where NVML is
+// missing or off) and the state the correlators join steps with.
+type gpuWatch struct {
+	sampler *nvml.Sampler
+	state   *correlate.GPUs
+	groups  []correlate.NamedGPUs
+}
+
+// openGPUs starts reading the GPUs' hardware state. Without NVML it warns
+// once and profiling goes on without it; a bad --group is an error.
+func openGPUs(g *gpuFlags, only []int) (*gpuWatch, error) {
+	if g.interval <= 0 {
+		return nil, usageErr("--nvml-interval %v: give a positive duration, e.g. 100ms", g.interval)
+	}
+	if g.noNVML {
+		if len(g.groups) > 0 {
+			return nil, usageErr("--group needs NVML: leave out --no-nvml")
+		}
+		return &gpuWatch{}, nil
+	}
+	s, err := nvml.New(nvml.Open(), nvml.Config{Interval: g.interval, GPUs: only})
+	if err != nil {
+		if len(g.groups) > 0 || len(only) > 0 {
+			return nil, err
+		}
+		slog.Warn("GPU hardware state left out", "err", err)
+		return &gpuWatch{}, nil
+	}
+	w := &gpuWatch{sampler: s, state: correlate.NewGPUs(s.GPUs(), g.interval)}
+	for _, spec := range g.groups {
+		name, list, ok := strings.Cut(spec, "=")
+		if !ok || name == "" {
+			s.Close()
+			return nil, usageErr("--group %q: give NAME=GPUS, e.g. target=0-4", spec)
+		}
+		gpus, err := nvml.ParseGPUs(list, len(s.GPUs()))
+		if err != nil {
+			s.Close()
+			return nil, usageErr("--group %s: %v", name, err)
+		}
+		if slices.ContainsFunc(w.groups, func(n correlate.NamedGPUs) bool { return n.Name == name }) {
+			s.Close()
+			return nil, usageErr("--group %s given twice", name)
+		}
+		w.groups = append(w.groups, correlate.NamedGPUs{Name: name, GPUs: gpus})
+	}
+	return w, nil
+}
+
+// run samples until ctx ends, handing each round to add (from one
+// goroutine; add serialises with the event path).
+func (w *gpuWatch) run(ctx context.Context, add func(round func(*correlate.GPUs))) (stop func()) {
+	if w.sampler == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{}, 2)
+	go func() {
+		defer func() { done <- struct{}{} }()
+		w.sampler.Run(ctx, func(round []events.GPUSample) {
+			add(func(g *correlate.GPUs) { g.Add(round) })
+		})
+	}()
+	go func() {
+		defer func() { done <- struct{}{} }()
+		w.sampler.WatchXids(ctx, func(x events.Xid) {
+			slog.Warn("Xid error", "gpu", x.GPU, "xid", x.Code)
+			add(func(g *correlate.GPUs) { g.AddXid(x) })
+		})
+	}()
+	return func() {
+		cancel()
+		<-done
+		<-done
+	}
+}
+
+func (w *gpuWatch) close() {
+	if w.sampler != nil {
+		w.sampler.Close()
+	}
+}
+
+// gpuProcesses returns the processes with a compute context on any of
+// gpus (attach --gpus), from NVML.
+func gpuProcesses(spec string) ([]int, []int, error) {
+	s, err := nvml.New(nvml.Open(), nvml.Config{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("--gpus needs NVML: %w", err)
+	}
+	defer s.Close()
+	gpus, err := nvml.ParseGPUs(spec, len(s.GPUs()))
+	if err != nil {
+		return nil, nil, usageErr("--gpus: %v", err)
+	}
+	procs, err := s.ComputeProcesses()
+	if err != nil {
+		return nil, nil, err
+	}
+	var pids []int
+	for pid, on := range procs {
+		if slices.ContainsFunc(on, func(g int) bool { return slices.Contains(gpus, g) }) {
+			pids = append(pids, int(pid))
+		}
+	}
+	slices.Sort(pids)
+	if len(pids) == 0 {
+		return nil, nil, fmt.Errorf("no process has a compute context on GPU %s (nvidia-smi lists the GPUs' processes): start the job first, or give --pid", spec)
+	}
+	return pids, gpus, nil
+}
+
+// cudaViews says, for each process still running, which NVML GPU each of
+// its CUDA ordinals is (its CUDA_VISIBLE_DEVICES), so that a GPU can be
+// named as the job names it. Only where every GPU is sampled: the view
+// counts GPUs the job cannot see too.
+func (w *gpuWatch) cudaViews(runs []correlate.GPURun, allSampled bool) map[uint32][]int {
+	if w.sampler == nil || !allSampled {
+		return nil
+	}
+	out := map[uint32][]int{}
+	for _, r := range runs {
+		for _, pid := range r.PIDs {
+			if _, done := out[pid]; done {
+				continue
+			}
+			env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+			if err != nil {
+				continue // gone, or not ours to read
+			}
+			visible := ""
+			for _, kv := range strings.Split(string(env), "\x00") {
+				if v, ok := strings.CutPrefix(kv, "CUDA_VISIBLE_DEVICES="); ok {
+					visible = v
+				}
+			}
+			if view, err := nvml.CUDAView(visible, w.sampler.GPUs()); err == nil {
+				out[pid] = view
+			}
+		}
+	}
+	return out
+}

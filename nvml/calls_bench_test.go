@@ -1,0 +1,65 @@
+package nvml
+
+import (
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// BenchmarkCallReal times each NVML call the sampler makes, on GPU 0 of this
+// host through the real library: where a round's cost comes from (see
+// fields' every). ns/op is wall time, cpu-ns/op CPU time, both per call.
+// Calls back to back: the driver answers most of them from a cache then,
+// so only the costly ones (the ones above 10µs) are what a round pays.
+func BenchmarkCallReal(b *testing.B) {
+	lib := Open()
+	if r := lib.Init(); r != nvml.SUCCESS {
+		b.Skipf("no NVML on this host, nothing to measure: Init: %v", r)
+	}
+	defer lib.Shutdown()
+	h, r := lib.DeviceGetHandleByIndex(0)
+	if r != nvml.SUCCESS {
+		b.Skipf("GPU 0: %v", r)
+	}
+	var d Device = h
+	s1, _ := lib.GpmSampleAlloc()
+	s2, _ := lib.GpmSampleAlloc()
+	get := nvml.GpmMetricsGetType{NumMetrics: uint32(len(gpmMetrics)), Sample1: s1, Sample2: s2}
+	for i, m := range gpmMetrics {
+		get.Metrics[i].MetricId = uint32(m.id)
+	}
+	ret := func(_ any, r nvml.Return) nvml.Return { return r }
+	for _, c := range []struct {
+		name string
+		call func() nvml.Return
+	}{
+		{"GetUtilizationRates", func() nvml.Return { return ret(d.GetUtilizationRates()) }},
+		{"GetMemoryInfo", func() nvml.Return { return ret(d.GetMemoryInfo()) }},
+		{"GetPowerUsage", func() nvml.Return { return ret(d.GetPowerUsage()) }},
+		{"GetEnforcedPowerLimit", func() nvml.Return { return ret(d.GetEnforcedPowerLimit()) }},
+		{"GetTemperature", func() nvml.Return { return ret(d.GetTemperature(nvml.TEMPERATURE_GPU)) }},
+		{"GetClockInfo", func() nvml.Return { return ret(d.GetClockInfo(nvml.CLOCK_SM)) }},
+		{"GetCurrentClocksEventReasons", func() nvml.Return { return ret(d.GetCurrentClocksEventReasons()) }},
+		{"GetPcieThroughput", func() nvml.Return { return ret(d.GetPcieThroughput(nvml.PCIE_UTIL_TX_BYTES)) }},
+		{"GetTotalEccErrors", func() nvml.Return {
+			return ret(d.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_CORRECTED, nvml.VOLATILE_ECC))
+		}},
+		{"GetComputeRunningProcesses", func() nvml.Return { return ret(d.GetComputeRunningProcesses()) }},
+		{"GetProcessUtilization", func() nvml.Return { return ret(d.GetProcessUtilization(0)) }},
+		{"GpmSampleGet", func() nvml.Return { return d.GpmSampleGet(s1) }},
+		{"GpmMetricsGet", func() nvml.Return { d.GpmSampleGet(s2); return lib.GpmMetricsGet(&get) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			if r := c.call(); r != nvml.SUCCESS && r != nvml.ERROR_NOT_FOUND {
+				b.Skipf("%s: %v", c.name, r)
+			}
+			before := cpuTime(b)
+			b.ResetTimer()
+			for range b.N {
+				c.call()
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(cpuTime(b)-before)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
