@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuprof/gpuprof/nvml/nvmlfake"
 	"golang.org/x/sys/unix"
 )
 
@@ -13,7 +14,7 @@ import (
 // cost (the worker hand-offs, bookkeeping, allocations), without the
 // driver's. The mock records every call it gets, which adds to allocs/op.
 func BenchmarkSampleRound(b *testing.B) {
-	h := newFakeHost(b)
+	h := nvmlfake.NewHost()
 	s, _ := newSampler(b, h, Config{})
 	benchRounds(b, s, 0)
 }
@@ -23,7 +24,9 @@ func BenchmarkSampleRound(b *testing.B) {
 // in use: NVML answers calls repeated at once from a cache, and GPM needs
 // time between samples. So ns/op is the period; busy-ns/round is the round
 // itself. It needs nothing from the repository, so a test binary (go test
-// -c) runs it on a GPU host; -test.benchtime=10s for more rounds.
+// -c) runs it on a GPU host; -test.benchtime=10s for more rounds. Besides
+// the whole round: the round without GPM, and NVML loaded but not asked
+// (the floor: what the process costs between rounds).
 func BenchmarkSampleRoundReal(b *testing.B) {
 	s, err := New(Open(), Config{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -31,19 +34,27 @@ func BenchmarkSampleRoundReal(b *testing.B) {
 	}
 	defer s.Close()
 	b.Logf("%d GPUs: %+v", len(s.GPUs()), s.GPUs()[0])
-	benchRounds(b, s, 100*time.Millisecond)
+	b.Run("round", func(b *testing.B) { benchRounds(b, s, 100*time.Millisecond) })
+	b.Run("idle", func(b *testing.B) { benchRounds(b, nil, 100*time.Millisecond) })
 	time.Sleep(100 * time.Millisecond) // GPM needs the time between samples
 	if smps := s.Sample(); len(smps) > 0 {
 		b.Logf("a sample: %+v", smps[0]) // for a look at real values and units
 	}
+	for _, g := range s.gpus {
+		g.unsupported.add(fGPM)
+	}
+	b.Run("round-without-GPM", func(b *testing.B) { benchRounds(b, s, 100*time.Millisecond) })
 }
 
 // benchRounds times Sample, a round every pace (0: back to back), and
 // reports besides ns and allocs per round the share of one core the sampler
+// (nil: none, only the pace)
 // takes at 10 rounds a second: the CPU time (user and system, every thread,
 // between rounds too) per round, times 10, over 1s.
 func benchRounds(b *testing.B, s *Sampler, pace time.Duration) {
-	s.Sample() // the first round differs: first calls, no GPM metrics yet
+	if s != nil {
+		s.Sample() // the first round differs: first calls, no GPM metrics yet
+	}
 	var tick <-chan time.Time
 	if pace > 0 {
 		t := time.NewTicker(pace)
@@ -59,7 +70,7 @@ func benchRounds(b *testing.B, s *Sampler, pace time.Duration) {
 			<-tick
 		}
 		start := time.Now()
-		if len(s.Sample()) == 0 {
+		if s != nil && len(s.Sample()) == 0 {
 			b.Fatal("a round with no sample")
 		}
 		busy += time.Since(start)

@@ -1,9 +1,12 @@
 package nvml
 
 import (
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"golang.org/x/sys/unix"
 )
 
 // BenchmarkCallReal times each NVML call the sampler makes, on GPU 0 of this
@@ -28,27 +31,7 @@ func BenchmarkCallReal(b *testing.B) {
 	for i, m := range gpmMetrics {
 		get.Metrics[i].MetricId = uint32(m.id)
 	}
-	ret := func(_ any, r nvml.Return) nvml.Return { return r }
-	for _, c := range []struct {
-		name string
-		call func() nvml.Return
-	}{
-		{"GetUtilizationRates", func() nvml.Return { return ret(d.GetUtilizationRates()) }},
-		{"GetMemoryInfo", func() nvml.Return { return ret(d.GetMemoryInfo()) }},
-		{"GetPowerUsage", func() nvml.Return { return ret(d.GetPowerUsage()) }},
-		{"GetEnforcedPowerLimit", func() nvml.Return { return ret(d.GetEnforcedPowerLimit()) }},
-		{"GetTemperature", func() nvml.Return { return ret(d.GetTemperature(nvml.TEMPERATURE_GPU)) }},
-		{"GetClockInfo", func() nvml.Return { return ret(d.GetClockInfo(nvml.CLOCK_SM)) }},
-		{"GetCurrentClocksEventReasons", func() nvml.Return { return ret(d.GetCurrentClocksEventReasons()) }},
-		{"GetPcieThroughput", func() nvml.Return { return ret(d.GetPcieThroughput(nvml.PCIE_UTIL_TX_BYTES)) }},
-		{"GetTotalEccErrors", func() nvml.Return {
-			return ret(d.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_CORRECTED, nvml.VOLATILE_ECC))
-		}},
-		{"GetComputeRunningProcesses", func() nvml.Return { return ret(d.GetComputeRunningProcesses()) }},
-		{"GetProcessUtilization", func() nvml.Return { return ret(d.GetProcessUtilization(0)) }},
-		{"GpmSampleGet", func() nvml.Return { return d.GpmSampleGet(s1) }},
-		{"GpmMetricsGet", func() nvml.Return { d.GpmSampleGet(s2); return lib.GpmMetricsGet(&get) }},
-	} {
+	for _, c := range realCalls(lib, d, &get) {
 		b.Run(c.name, func(b *testing.B) {
 			if r := c.call(); r != nvml.SUCCESS && r != nvml.ERROR_NOT_FOUND {
 				b.Skipf("%s: %v", c.name, r)
@@ -61,5 +44,79 @@ func BenchmarkCallReal(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(cpuTime(b)-before)/float64(b.N), "cpu-ns/op")
 		})
+	}
+}
+
+// BenchmarkCallSpacedReal is BenchmarkCallReal with each call made once a
+// sampling round (100 ms apart), as the sampler makes it: the driver
+// answers back-to-back calls from a cache, spaced ones it may not. The CPU
+// is the calling thread's own (RUSAGE_THREAD), so the Go runtime's other
+// threads are not in it.
+func BenchmarkCallSpacedReal(b *testing.B) {
+	lib := Open()
+	if r := lib.Init(); r != nvml.SUCCESS {
+		b.Skipf("no NVML on this host, nothing to measure: Init: %v", r)
+	}
+	defer lib.Shutdown()
+	h, r := lib.DeviceGetHandleByIndex(0)
+	if r != nvml.SUCCESS {
+		b.Skipf("GPU 0: %v", r)
+	}
+	s1, _ := lib.GpmSampleAlloc()
+	s2, _ := lib.GpmSampleAlloc()
+	get := nvml.GpmMetricsGetType{NumMetrics: uint32(len(gpmMetrics)), Sample1: s1, Sample2: s2}
+	for i, m := range gpmMetrics {
+		get.Metrics[i].MetricId = uint32(m.id)
+	}
+	for _, c := range realCalls(lib, h, &get) {
+		b.Run(c.name, func(b *testing.B) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			var cpu time.Duration
+			for range b.N {
+				time.Sleep(100 * time.Millisecond)
+				t0 := threadCPU(b)
+				c.call()
+				cpu += threadCPU(b) - t0
+			}
+			b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+func threadCPU(b *testing.B) time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
+		b.Fatalf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+type realCall struct {
+	name string
+	call func() nvml.Return
+}
+
+// realCalls are the calls a round makes on d, by name.
+func realCalls(lib Library, d Device, get *nvml.GpmMetricsGetType) []realCall {
+	s1, s2 := get.Sample1, get.Sample2
+	ret := func(_ any, r nvml.Return) nvml.Return { return r }
+	return []realCall{
+		{"GetUtilizationRates", func() nvml.Return { return ret(d.GetUtilizationRates()) }},
+		{"GetMemoryInfo", func() nvml.Return { return ret(d.GetMemoryInfo()) }},
+		{"GetMemoryInfo_v2", func() nvml.Return { return ret(d.GetMemoryInfo_v2()) }},
+		{"GetPowerUsage", func() nvml.Return { return ret(d.GetPowerUsage()) }},
+		{"GetEnforcedPowerLimit", func() nvml.Return { return ret(d.GetEnforcedPowerLimit()) }},
+		{"GetTemperature", func() nvml.Return { return ret(d.GetTemperature(nvml.TEMPERATURE_GPU)) }},
+		{"GetClockInfo", func() nvml.Return { return ret(d.GetClockInfo(nvml.CLOCK_SM)) }},
+		{"GetCurrentClocksEventReasons", func() nvml.Return { return ret(d.GetCurrentClocksEventReasons()) }},
+		{"GetPcieThroughput", func() nvml.Return { return ret(d.GetPcieThroughput(nvml.PCIE_UTIL_TX_BYTES)) }},
+		{"GetTotalEccErrors", func() nvml.Return {
+			return ret(d.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_CORRECTED, nvml.VOLATILE_ECC))
+		}},
+		{"GetComputeRunningProcesses", func() nvml.Return { return ret(d.GetComputeRunningProcesses()) }},
+		{"GetProcessUtilization", func() nvml.Return { return ret(d.GetProcessUtilization(0)) }},
+		{"GpmSampleGet", func() nvml.Return { return d.GpmSampleGet(s1) }},
+		{"GpmMetricsGet", func() nvml.Return { d.GpmSampleGet(s2); return lib.GpmMetricsGet(get) }},
 	}
 }

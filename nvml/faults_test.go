@@ -10,13 +10,14 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpuprof/gpuprof/events"
+	"github.com/gpuprof/gpuprof/nvml/nvmlfake"
 )
 
 // TestUnsupportedFields: a field a GPU cannot give is absent, asked once,
 // and warned about once, with every GPU concerned on that one line.
 func TestUnsupportedFields(t *testing.T) {
-	h := newFakeHost(t)
-	for i, d := range h.devs {
+	h := nvmlfake.NewHost()
+	for i, d := range h.Devs {
 		d.GetPowerUsageFunc = func() (uint32, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
 		d.GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) { return 0, nvml.ERROR_FUNCTION_NOT_FOUND }
 		if i < 4 {
@@ -26,8 +27,8 @@ func TestUnsupportedFields(t *testing.T) {
 		}
 	}
 	// NVLink is not supported (a PCIe card), the other GPM metrics are.
-	h.srv.GpmMetricsGetFunc = func(m *nvml.GpmMetricsGetType) nvml.Return {
-		ret := h.gpmMetricsGet(m)
+	h.Srv.GpmMetricsGetFunc = func(m *nvml.GpmMetricsGetType) nvml.Return {
+		ret := h.GpmMetricsGet(m)
 		for k := range m.NumMetrics {
 			switch nvml.GpmMetricId(m.Metrics[k].MetricId) {
 			case nvml.GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC, nvml.GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC:
@@ -54,7 +55,7 @@ func TestUnsupportedFields(t *testing.T) {
 			}
 		}
 	}
-	for i, d := range h.devs {
+	for i, d := range h.Devs {
 		if n := len(d.GetPowerUsageCalls()); n != 1 {
 			t.Errorf("GPU %d: GetPowerUsage asked %d times, want once", i, n)
 		}
@@ -82,45 +83,45 @@ func TestUnsupportedFields(t *testing.T) {
 
 // TestNoGPM: a GPU without GPM gives the rest, and no GPM values.
 func TestNoGPM(t *testing.T) {
-	h := newFakeHost(t)
-	h.devs[0].GpmQueryDeviceSupportFunc = func() (nvml.GpmSupport, nvml.Return) { return nvml.GpmSupport{}, nvml.SUCCESS }
+	h := nvmlfake.NewHost()
+	h.Devs[0].GpmQueryDeviceSupportFunc = func() (nvml.GpmSupport, nvml.Return) { return nvml.GpmSupport{}, nvml.SUCCESS }
 	s, logs := newSampler(t, h, Config{})
 	s.Sample()
 	smps := s.Sample()
 	if events.Has(smps[0].SMActive) || !events.Has(smps[0].GPUUtil) || !closeTo(smps[1].SMActive, 0.41) {
 		t.Errorf("GPU 0 (no GPM) %+v, GPU 1 %+v", smps[0], smps[1])
 	}
-	if w := logs.lines("WARN", "GPM metrics", "gpus=0 "); len(w) != 1 || len(h.gpmAllocs) != 14 {
-		t.Errorf("warnings %q, %d GPM samples allocated (want 14)", w, len(h.gpmAllocs))
+	if w := logs.lines("WARN", "GPM metrics", "gpus=0 "); len(w) != 1 || len(h.GpmAllocs) != 14 {
+		t.Errorf("warnings %q, %d GPM samples allocated (want 14)", w, len(h.GpmAllocs))
 	}
 }
 
 // TestOldDriverThrottle: before R535 the reasons come from the older call.
 func TestOldDriverThrottle(t *testing.T) {
-	h := newFakeHost(t)
-	h.srv.LookupSymbolFunc = func(sym string) error {
+	h := nvmlfake.NewHost()
+	h.Srv.LookupSymbolFunc = func(sym string) error {
 		if sym == symClocksEventReasons {
 			return errors.New("undefined symbol")
 		}
 		return nil
 	}
 	s, _ := newSampler(t, h, Config{})
-	if smp := s.Sample()[0]; !smp.ThrottleKnown || smp.Throttle != fakeOldReasons {
-		t.Errorf("throttle %#x known %v, want %#x", smp.Throttle, smp.ThrottleKnown, fakeOldReasons)
+	if smp := s.Sample()[0]; !smp.ThrottleKnown || smp.Throttle != nvmlfake.OldReasons {
+		t.Errorf("throttle %#x known %v, want %#x", smp.Throttle, smp.ThrottleKnown, nvmlfake.OldReasons)
 	}
-	if n := len(h.devs[0].GetCurrentClocksEventReasonsCalls()); n != 0 {
+	if n := len(h.Devs[0].GetCurrentClocksEventReasonsCalls()); n != 0 {
 		t.Errorf("the R535 call made %d times on a driver without it", n)
 	}
 }
 
 // TestGPULost: a GPU that falls off the bus is dropped, with one warning.
 func TestGPULost(t *testing.T) {
-	h := newFakeHost(t)
+	h := nvmlfake.NewHost()
 	s, logs := newSampler(t, h, Config{})
 	if n := len(s.Sample()); n != 8 {
 		t.Fatalf("%d samples before the loss", n)
 	}
-	h.devs[3].GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{}, nvml.ERROR_GPU_IS_LOST }
+	h.Devs[3].GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{}, nvml.ERROR_GPU_IS_LOST }
 	for round := 2; round <= 4; round++ {
 		smps := s.Sample()
 		if len(smps) != 7 {
@@ -132,10 +133,10 @@ func TestGPULost(t *testing.T) {
 			}
 		}
 	}
-	if n := len(h.devs[3].GetUtilizationRatesCalls()); n != 2 {
+	if n := len(h.Devs[3].GetUtilizationRatesCalls()); n != 2 {
 		t.Errorf("lost GPU asked %d times, want 2 (before and at the loss)", n)
 	}
-	if n := len(h.devs[3].GetMemoryInfo_v2Calls()); n != 1 {
+	if n := len(h.Devs[3].GetMemoryInfo_v2Calls()); n != 1 {
 		t.Errorf("lost GPU's other calls made after the loss: GetMemoryInfo_v2 %d times", n)
 	}
 	if w := logs.lines("WARN"); len(w) != 1 || !strings.Contains(w[0], "GPU lost") || !strings.Contains(w[0], "gpu=3 ") {
@@ -150,13 +151,13 @@ func TestLibraryMissing(t *testing.T) {
 		nvml.ERROR_DRIVER_NOT_LOADED: "NVML not available (NVIDIA driver not loaded): GPU hardware state is left out; " +
 			"load the driver (nvidia-smi should then list the GPUs)",
 	} {
-		h := newFakeHost(t)
-		h.srv.InitFunc = func() nvml.Return { return ret }
-		s, err := New(h.srv, Config{})
+		h := nvmlfake.NewHost()
+		h.Srv.InitFunc = func() nvml.Return { return ret }
+		s, err := New(h.Srv, Config{})
 		if s != nil || err == nil || err.Error() != want || !errors.Is(err, ErrUnavailable) {
 			t.Errorf("Init %v: New = %v, %v; want %q", ret, s, err, want)
 		}
-		if n := len(h.devs[0].GetUUIDCalls()); n != 0 {
+		if n := len(h.Devs[0].GetUUIDCalls()); n != 0 {
 			t.Errorf("GPUs asked after a failed Init")
 		}
 	}
@@ -167,7 +168,7 @@ func TestLibraryMissing(t *testing.T) {
 // sampling resumes.
 func TestHungCall(t *testing.T) {
 	const timeout = 50 * time.Millisecond
-	h := newFakeHost(t)
+	h := nvmlfake.NewHost()
 	s, logs := newSampler(t, h, Config{CallTimeout: timeout})
 	s.Sample()
 	release := make(chan struct{})
@@ -178,7 +179,7 @@ func TestHungCall(t *testing.T) {
 			close(release)
 		}
 	}()
-	h.devs[2].GetPowerUsageFunc = func() (uint32, nvml.Return) { <-release; return 123_000, nvml.SUCCESS }
+	h.Devs[2].GetPowerUsageFunc = func() (uint32, nvml.Return) { <-release; return 123_000, nvml.SUCCESS }
 
 	start := time.Now()
 	smps := s.Sample()
@@ -190,7 +191,7 @@ func TestHungCall(t *testing.T) {
 		t.Fatalf("round with a hung call: %+v", smps)
 	}
 	goroutines := runtime.NumGoroutine()
-	utilCalls := len(h.devs[0].GetUtilizationRatesCalls())
+	utilCalls := len(h.Devs[0].GetUtilizationRatesCalls())
 	start = time.Now()
 	for range 20 {
 		if smps := s.Sample(); smps != nil {
@@ -206,7 +207,7 @@ func TestHungCall(t *testing.T) {
 	if n := runtime.NumGoroutine(); n > goroutines {
 		t.Errorf("goroutines %d -> %d while stuck", goroutines, n)
 	}
-	if n := len(h.devs[0].GetUtilizationRatesCalls()); n != utilCalls {
+	if n := len(h.Devs[0].GetUtilizationRatesCalls()); n != utilCalls {
 		t.Errorf("NVML called %d times while stuck", n-utilCalls)
 	}
 	w := logs.lines("WARN")
@@ -231,18 +232,18 @@ func TestHungCall(t *testing.T) {
 // TestOldDriverMemory: before R510 memory comes from GetMemoryInfo, whose
 // "used" holds the driver's reservation too.
 func TestOldDriverMemory(t *testing.T) {
-	h := newFakeHost(t)
-	h.srv.LookupSymbolFunc = func(sym string) error {
+	h := nvmlfake.NewHost()
+	h.Srv.LookupSymbolFunc = func(sym string) error {
 		if sym == symMemoryInfoV2 {
 			return errors.New("undefined symbol")
 		}
 		return nil
 	}
 	s, _ := newSampler(t, h, Config{})
-	if smp := s.Sample()[0]; smp.MemUsed != float64(gib(fakeMemUsedGiB)+fakeReserved) {
-		t.Errorf("memory used %v, want v1's %v", smp.MemUsed, gib(fakeMemUsedGiB)+fakeReserved)
+	if smp := s.Sample()[0]; smp.MemUsed != float64(nvmlfake.GiB(nvmlfake.MemUsedGiB)+nvmlfake.Reserved) {
+		t.Errorf("memory used %v, want v1's %v", smp.MemUsed, nvmlfake.GiB(nvmlfake.MemUsedGiB)+nvmlfake.Reserved)
 	}
-	if n := len(h.devs[0].GetMemoryInfo_v2Calls()); n != 0 {
+	if n := len(h.Devs[0].GetMemoryInfo_v2Calls()); n != 0 {
 		t.Errorf("GetMemoryInfo_v2 called %d times on a driver without it", n)
 	}
 }

@@ -33,10 +33,11 @@ const (
 )
 
 // slowEvery and procUtilEvery are how often the costly calls are made, at
-// most; see fields.
+// most, and staticEvery the fields that hardly change; see fields.
 const (
 	slowEvery     = time.Second
 	procUtilEvery = 5 * time.Second
+	staticEvery   = 10 * time.Second
 )
 
 // fields names each field for the log (what it is, the call that reads it)
@@ -48,23 +49,29 @@ const (
 // others under 10µs. Measured again with BenchmarkCallReal (CPU a call):
 // GetProcessUtilization 2.77ms, GetPcieThroughput 0.95ms, GpmSampleGet
 // 84µs, GpmMetricsGet 88µs, GetComputeRunningProcesses 11µs, the others
-// 1-6µs.
+// 1-6µs. Those are back to back, answered from the driver's cache; made
+// once a round, 100 ms apart (BenchmarkCallSpacedReal), each takes
+// 0.4-0.9 ms of wall time and a round of all of them ~0.9% of a core at
+// 10 Hz. So a round reads what a step is joined with (utilization, power,
+// SM clock, throttle reasons below the top clock), GPM every gpmEvery;
+// what moves slowly (memory, temperature, memory clock, the process list)
+// once a second; the power limit and ECC counts every ten.
 var fields = [numFields]struct {
 	what, call string
 	every      time.Duration // 0: every round
 }{
 	fUtil:           {"GPU and memory utilization", "GetUtilizationRates", 0},
-	fMemory:         {"memory used", "GetMemoryInfo", 0},
+	fMemory:         {"memory used", "GetMemoryInfo", slowEvery},
 	fPower:          {"power draw", "GetPowerUsage", 0},
-	fPowerLimit:     {"power limit", "GetEnforcedPowerLimit", 0},
-	fTemp:           {"temperature", "GetTemperature", 0},
+	fPowerLimit:     {"power limit", "GetEnforcedPowerLimit", staticEvery},
+	fTemp:           {"temperature", "GetTemperature", slowEvery},
 	fSMClock:        {"SM clock", "GetClockInfo(CLOCK_SM)", 0},
-	fMemClock:       {"memory clock", "GetClockInfo(CLOCK_MEM)", 0},
+	fMemClock:       {"memory clock", "GetClockInfo(CLOCK_MEM)", slowEvery},
 	fThrottle:       {"throttle reasons", "GetCurrentClocksEventReasons", 0},
 	fPCIeTx:         {"PCIe tx", "GetPcieThroughput(TX)", slowEvery},
 	fPCIeRx:         {"PCIe rx", "GetPcieThroughput(RX)", slowEvery},
-	fECCCorrected:   {"corrected ECC errors", "GetTotalEccErrors(CORRECTED)", 0},
-	fECCUncorrected: {"uncorrected ECC errors", "GetTotalEccErrors(UNCORRECTED)", 0},
+	fECCCorrected:   {"corrected ECC errors", "GetTotalEccErrors(CORRECTED)", staticEvery},
+	fECCUncorrected: {"uncorrected ECC errors", "GetTotalEccErrors(UNCORRECTED)", staticEvery},
 	fGPM:            {"GPM metrics (SM, tensor, DRAM activity; NVLink and PCIe traffic)", "GpmQueryDeviceSupport", 0},
 	fSMActive:       {"SM activity", "GpmMetricsGet(SM_UTIL)", 0},
 	fSMOccupancy:    {"SM occupancy", "GpmMetricsGet(SM_OCCUPANCY)", 0},
@@ -72,7 +79,7 @@ var fields = [numFields]struct {
 	fDRAMActive:     {"DRAM activity", "GpmMetricsGet(DRAM_BW_UTIL)", 0},
 	fNVLinkRx:       {"NVLink rx", "GpmMetricsGet(NVLINK_TOTAL_RX_PER_SEC)", 0},
 	fNVLinkTx:       {"NVLink tx", "GpmMetricsGet(NVLINK_TOTAL_TX_PER_SEC)", 0}, // GPM only
-	fProcs:          {"processes and their memory", "GetComputeRunningProcesses", 0},
+	fProcs:          {"processes and their memory", "GetComputeRunningProcesses", slowEvery},
 	fProcUtil:       {"per-process utilization", "GetProcessUtilization", procUtilEvery},
 }
 

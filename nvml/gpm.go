@@ -1,6 +1,8 @@
 package nvml
 
 import (
+	"time"
+
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpuprof/gpuprof/events"
@@ -30,8 +32,10 @@ var gpmMetrics = [...]struct {
 // are the difference between it and the other, filled the round before.
 type gpmState struct {
 	samples [2]nvml.GpmSample
-	next    int  // the sample to fill this round
-	primed  bool // the other one holds the previous round's
+	next    int              // the sample to fill this round
+	primed  bool             // the other one holds the previous round's
+	at      uint64           // when the other one was filled (Config.Now)
+	last    events.GPUSample // the GPM fields of the last metrics taken
 	get     nvml.GpmMetricsGetType
 	which   [len(gpmMetrics)]int // get.Metrics[i] is gpmMetrics[which[i]]
 }
@@ -57,7 +61,7 @@ func (s *Sampler) setupGPM() {
 			s.notice(fGPM, g.info.Index, "GpmQueryDeviceSupport", nvml.ERROR_NOT_SUPPORTED)
 			continue
 		}
-		st := &gpmState{}
+		st := &gpmState{last: events.NewGPUSample(g.info.Index, 0)}
 		for i := range st.samples {
 			ret, err := s.calls.do("GpmSampleAlloc", g.info.Index, s.cfg.CallTimeout, func() (r nvml.Return) {
 				st.samples[i], r = s.lib.GpmSampleAlloc()
@@ -83,6 +87,13 @@ func (s *Sampler) readGPM(g *gpu, smp *events.GPUSample) {
 	if !g.hasGPM() {
 		return
 	}
+	now := s.cfg.Now()
+	if st.primed && now-st.at < uint64(gpmEvery) {
+		// Within a GPM period of the last sample: the metrics of the last
+		// period stand (they are rates over it, as utilization is).
+		copyGPM(smp, &st.last)
+		return
+	}
 	cur := st.samples[st.next]
 	if !s.askAs(g, fGPM, "GpmSampleGet", func() nvml.Return { return g.dev.GpmSampleGet(cur) }) {
 		return // the previous sample stays: next round spans two periods
@@ -90,9 +101,23 @@ func (s *Sampler) readGPM(g *gpu, smp *events.GPUSample) {
 	if st.primed && st.prepare(g.unsupported) {
 		if s.askAs(g, fGPM, "GpmMetricsGet", func() nvml.Return { return s.lib.GpmMetricsGet(&st.get) }) {
 			s.takeGPM(g, st, smp)
+			copyGPM(&st.last, smp)
 		}
 	}
-	st.next, st.primed = 1-st.next, true
+	st.next, st.primed, st.at = 1-st.next, true, now
+}
+
+// gpmEvery is how often GPM samples are taken at most: each costs a trip
+// through the GPU's firmware (~0.1% of a core a sample a second on an
+// H200, BenchmarkSampleRoundReal), and SM activity over 200 ms says what a
+// step's GPU did as well as over 100.
+const gpmEvery = 200 * time.Millisecond
+
+// copyGPM copies the GPM fields of from into to.
+func copyGPM(to, from *events.GPUSample) {
+	for _, m := range gpmMetrics {
+		*gpmField(to, m.f) = *gpmField(from, m.f)
+	}
 }
 
 // prepare fills get for the metrics not known unsupported; false: none left.

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gpuprof/gpuprof/nvml/nvmlfake"
 )
 
 // logBuf collects a logger's lines; safe for the worker goroutine to write.
@@ -62,14 +64,14 @@ func (c *fakeClock) Now() uint64 { return uint64(c.now.Add(c.step.Load())) }
 
 // newSampler opens a sampler on h, logging into the returned buffer, and
 // closes it when the test ends.
-func newSampler(tb testing.TB, h *fakeHost, cfg Config) (*Sampler, *logBuf) {
+func newSampler(tb testing.TB, h *nvmlfake.Host, cfg Config) (*Sampler, *logBuf) {
 	tb.Helper()
 	logs := &logBuf{}
 	cfg.Log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if cfg.Now == nil {
 		cfg.Now = newFakeClock().Now
 	}
-	s, err := New(h.srv, cfg)
+	s, err := New(h.Srv, cfg)
 	if err != nil {
 		tb.Fatalf("New: %v", err)
 	}

@@ -34,6 +34,7 @@ type Device interface {
 	GetEnforcedPowerLimit() (uint32, nvml.Return)
 	GetTemperature(nvml.TemperatureSensors) (uint32, nvml.Return)
 	GetClockInfo(nvml.ClockType) (uint32, nvml.Return)
+	GetMaxClockInfo(nvml.ClockType) (uint32, nvml.Return)
 	GetCurrentClocksEventReasons() (uint64, nvml.Return)
 	GetCurrentClocksThrottleReasons() (uint64, nvml.Return) // drivers before R535
 	GetPcieThroughput(nvml.PcieUtilCounter) (uint32, nvml.Return)
@@ -48,10 +49,6 @@ type Device interface {
 	GetSupportedEventTypes() (uint64, nvml.Return)
 	RegisterEvents(eventTypes uint64, set nvml.EventSet) nvml.Return
 }
-
-// Open returns the real library. Nothing is loaded until New calls Init,
-// which dlopens libnvidia-ml.so.1, so Open itself cannot fail.
-func Open() Library { return nvml.New() }
 
 // Symbols that drivers older than the ones we target lack (see Extensions).
 const (

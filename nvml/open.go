@@ -124,6 +124,10 @@ func (s *Sampler) open(i int) (*gpu, error) {
 	if s.identity(i, "GetPciInfo", func() (r nvml.Return) { pci, r = h.GetPciInfo(); return }) {
 		g.info.BusID = cString(pci.BusId[:])
 	}
+	var maxSM uint32
+	if s.identity(i, "GetMaxClockInfo", func() (r nvml.Return) { maxSM, r = h.GetMaxClockInfo(nvml.CLOCK_SM); return }) {
+		g.maxSMClock = float64(maxSM)
+	}
 	return g, nil
 }
 

@@ -30,6 +30,9 @@ func (s *Sampler) readProcs(g *gpu, smp *events.GPUSample) {
 		}
 		smp.Procs = append(smp.Procs, events.GPUProcess{PID: p.Pid, MemUsed: mem, SMUtil: nan, MemUtil: nan})
 	}
+	if !listed && !g.unsupported.has(fProcs) {
+		return // the list is not due this round: nor is utilization, which goes by it
+	}
 	if listed && len(infos) < 2 {
 		return // no one to share utilization among: spare the costly call
 	}

@@ -37,13 +37,20 @@ func (s *Sampler) readDevice(g *gpu, smp *events.GPUSample) {
 	smp.SMClockMHz = s.askUint32(g, fSMClock, func() (uint32, nvml.Return) { return d.GetClockInfo(nvml.CLOCK_SM) })
 	smp.MemClockMHz = s.askUint32(g, fMemClock, func() (uint32, nvml.Return) { return d.GetClockInfo(nvml.CLOCK_MEM) })
 
-	reasons, name := d.GetCurrentClocksEventReasons, fields[fThrottle].call
-	if !s.eventReasons {
-		reasons, name = d.GetCurrentClocksThrottleReasons, "GetCurrentClocksThrottleReasons"
-	}
-	var bits uint64
-	if s.askAs(g, fThrottle, name, func() (r nvml.Return) { bits, r = reasons(); return }) {
-		smp.Throttle, smp.ThrottleKnown = bits, true
+	// A GPU at its top SM clock is slowed by nothing: the reasons are asked
+	// only below it (a busy GPU mostly runs at it, and each call is one
+	// more trip to the driver).
+	if g.maxSMClock > 0 && smp.SMClockMHz >= g.maxSMClock && !g.unsupported.has(fThrottle) {
+		smp.Throttle, smp.ThrottleKnown = 0, true
+	} else {
+		reasons, name := d.GetCurrentClocksEventReasons, fields[fThrottle].call
+		if !s.eventReasons {
+			reasons, name = d.GetCurrentClocksThrottleReasons, "GetCurrentClocksThrottleReasons"
+		}
+		var bits uint64
+		if s.askAs(g, fThrottle, name, func() (r nvml.Return) { bits, r = reasons(); return }) {
+			smp.Throttle, smp.ThrottleKnown = bits, true
+		}
 	}
 
 	if !g.hasGPM() { // else GPM gives PCIe, over the whole period and at no 20ms wait

@@ -84,6 +84,7 @@ type gpu struct {
 
 	gpm        *gpmState // nil where GPM is unsupported
 	lastSeenUs uint64    // GetProcessUtilization's lastSeenTimestamp
+	maxSMClock float64   // MHz; 0 where unknown
 }
 
 // hasGPM says whether g's GPM metrics are read (and so its PCIe traffic).

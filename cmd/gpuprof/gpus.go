@@ -35,11 +35,14 @@ type gpuWatch struct {
 	sampler *nvml.Sampler
 	state   *correlate.GPUs
 	groups  []correlate.NamedGPUs
+	views   map[uint32][]int // per process, the NVML index of each CUDA ordinal (noteViews)
 }
 
-// openGPUs starts reading the GPUs' hardware state. Without NVML it warns
-// once and profiling goes on without it; a bad --group is an error.
-func openGPUs(g *gpuFlags, only []int) (*gpuWatch, error) {
+// openGPUs starts reading every GPU's hardware state (a job's processes
+// and its --group sets may span more GPUs than attach --gpus named).
+// Without NVML it warns once and profiling goes on without it; a bad
+// --group is an error.
+func openGPUs(g *gpuFlags) (*gpuWatch, error) {
 	if g.interval <= 0 {
 		return nil, usageErr("--nvml-interval %v: give a positive duration, e.g. 100ms", g.interval)
 	}
@@ -49,15 +52,15 @@ func openGPUs(g *gpuFlags, only []int) (*gpuWatch, error) {
 		}
 		return &gpuWatch{}, nil
 	}
-	s, err := nvml.New(nvml.Open(), nvml.Config{Interval: g.interval, GPUs: only})
+	s, err := nvml.New(nvml.Open(), nvml.Config{Interval: g.interval})
 	if err != nil {
-		if len(g.groups) > 0 || len(only) > 0 {
+		if len(g.groups) > 0 {
 			return nil, err
 		}
 		slog.Warn("GPU hardware state left out", "err", err)
 		return &gpuWatch{}, nil
 	}
-	w := &gpuWatch{sampler: s, state: correlate.NewGPUs(s.GPUs(), g.interval)}
+	w := &gpuWatch{sampler: s, state: correlate.NewGPUs(s.GPUs(), g.interval), views: map[uint32][]int{}}
 	for _, spec := range g.groups {
 		name, list, ok := strings.Cut(spec, "=")
 		if !ok || name == "" {
@@ -89,6 +92,7 @@ func (w *gpuWatch) run(ctx context.Context, add func(round func(*correlate.GPUs)
 	go func() {
 		defer func() { done <- struct{}{} }()
 		w.sampler.Run(ctx, func(round []events.GPUSample) {
+			w.noteViews(round)
 			add(func(g *correlate.GPUs) { g.Add(round) })
 		})
 	}()
@@ -114,19 +118,19 @@ func (w *gpuWatch) close() {
 
 // gpuProcesses returns the processes with a compute context on any of
 // gpus (attach --gpus), from NVML.
-func gpuProcesses(spec string) ([]int, []int, error) {
+func gpuProcesses(spec string) ([]int, error) {
 	s, err := nvml.New(nvml.Open(), nvml.Config{})
 	if err != nil {
-		return nil, nil, fmt.Errorf("--gpus needs NVML: %w", err)
+		return nil, fmt.Errorf("--gpus needs NVML: %w", err)
 	}
 	defer s.Close()
 	gpus, err := nvml.ParseGPUs(spec, len(s.GPUs()))
 	if err != nil {
-		return nil, nil, usageErr("--gpus: %v", err)
+		return nil, usageErr("--gpus: %v", err)
 	}
 	procs, err := s.ComputeProcesses()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	var pids []int
 	for pid, on := range procs {
@@ -136,26 +140,23 @@ func gpuProcesses(spec string) ([]int, []int, error) {
 	}
 	slices.Sort(pids)
 	if len(pids) == 0 {
-		return nil, nil, fmt.Errorf("no process has a compute context on GPU %s (nvidia-smi lists the GPUs' processes): start the job first, or give --pid", spec)
+		return nil, fmt.Errorf("no process has a compute context on GPU %s (nvidia-smi lists the GPUs' processes): start the job first, or give --pid", spec)
 	}
-	return pids, gpus, nil
+	return pids, nil
 }
 
-// cudaViews says, for each process still running, which NVML GPU each of
-// its CUDA ordinals is (its CUDA_VISIBLE_DEVICES), so that a GPU can be
-// named as the job names it. Only where every GPU is sampled: the view
-// counts GPUs the job cannot see too.
-func (w *gpuWatch) cudaViews(runs []correlate.GPURun, allSampled bool) map[uint32][]int {
-	if w.sampler == nil || !allSampled {
-		return nil
-	}
-	out := map[uint32][]int{}
-	for _, r := range runs {
-		for _, pid := range r.PIDs {
-			if _, done := out[pid]; done {
+// noteViews reads, for each process first seen on a GPU, which NVML GPU
+// each of its CUDA ordinals is (its CUDA_VISIBLE_DEVICES), so that the
+// summary can name a GPU as the job names it. Read while the process runs:
+// by the summary it may be gone.
+func (w *gpuWatch) noteViews(round []events.GPUSample) {
+	for _, smp := range round {
+		for _, p := range smp.Procs {
+			if _, done := w.views[p.PID]; done {
 				continue
 			}
-			env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+			w.views[p.PID] = nil
+			env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.PID))
 			if err != nil {
 				continue // gone, or not ours to read
 			}
@@ -166,9 +167,8 @@ func (w *gpuWatch) cudaViews(runs []correlate.GPURun, allSampled bool) map[uint3
 				}
 			}
 			if view, err := nvml.CUDAView(visible, w.sampler.GPUs()); err == nil {
-				out[pid] = view
+				w.views[p.PID] = view
 			}
 		}
 	}
-	return out
 }

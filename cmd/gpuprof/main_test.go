@@ -33,6 +33,12 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic("build gpuprof: " + err.Error() + "\n" + string(out))
 	}
+	// The same with eight fake H200s for NVML (gpus_test.go).
+	fakeNVMLBin = filepath.Join(dir, "gpuprof-fake-nvml")
+	out, err = exec.Command("go", "build", "-tags", "nvmlfake", "-o", fakeNVMLBin, ".").CombinedOutput()
+	if err != nil {
+		panic("build gpuprof -tags nvmlfake: " + err.Error() + "\n" + string(out))
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

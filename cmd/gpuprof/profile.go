@@ -42,7 +42,6 @@ type profileFlags struct {
 	batchSize  int
 	children   bool
 	gpu        gpuFlags
-	onlyGPUs   []int // attach --gpus: the GPUs whose processes were attached
 
 	// parsed from preset and probeSpecs
 	user  []probes.UserProbe
@@ -133,7 +132,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	if f.quiet {
 		live = report.NewLive(io.Discard, false)
 	}
-	gw, err := openGPUs(&f.gpu, f.onlyGPUs)
+	gw, err := openGPUs(&f.gpu)
 	if err != nil {
 		return err
 	}
@@ -228,7 +227,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	writeSummaries(stdout, sess, st, attached, sampling)
 	if gw.state != nil {
 		runs := gw.state.Runs()
-		report.WriteGPUs(stdout, runs, correlate.Groups(runs, gw.groups), gw.cudaViews(runs, f.onlyGPUs == nil))
+		report.WriteGPUs(stdout, runs, correlate.Groups(runs, gw.groups), gw.views)
 	}
 	if f.probeStats {
 		writeProbeStats(stdout, sess.Objects().ProgramStats(), attached)
