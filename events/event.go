@@ -35,6 +35,10 @@ const (
 	// KindWrite is a write(2) call by a thread of a Python process, at its
 	// entry (Start = End); Args[0] is the descriptor.
 	KindWrite Kind = 9
+	// KindGPUSamples is a round of the GPUs' hardware state (NVML), taken
+	// at End: GPUs, one sample per GPU. Not the target's doing: PID and TID
+	// are 0.
+	KindGPUSamples Kind = 10
 )
 
 // PyFrame is one Python frame: the function's qualified name and file,
@@ -84,6 +88,8 @@ type Event struct {
 	Name string // kernel name, for KindKernelName
 
 	Frames []PyFrame // for KindPyWait, innermost first
+
+	GPUs []GPUSample // for KindGPUSamples
 }
 
 // CompareEnd orders events by return time (for slices.SortStableFunc):

@@ -28,35 +28,40 @@ type TraceHeader struct {
 	// UserProbes are the --probe specs, in order: events of user probe i
 	// name it "user:i".
 	UserProbes []string `json:"user_probes,omitempty"`
-	Note       string   `json:"note,omitempty"`
+	// GPUs are the GPUs NVML sampled every NVMLIntervalNS; their rounds are
+	// gpu_samples events.
+	GPUs           []GPU  `json:"gpus,omitempty"`
+	NVMLIntervalNS uint64 `json:"nvml_interval_ns,omitempty"`
+	Note           string `json:"note,omitempty"`
 }
 
 const traceFormat = "gpuprof-trace/1"
 
 type traceLine struct {
-	Kind          string    `json:"k"`
-	API           string    `json:"api,omitempty"`
-	PID           uint32    `json:"pid"`
-	TID           uint32    `json:"tid"`
-	Start         uint64    `json:"s,omitempty"`
-	End           uint64    `json:"e"`
-	Launches      uint32    `json:"l,omitempty"`
-	GraphLaunches uint32    `json:"g,omitempty"`
-	LaunchFirst   uint64    `json:"lf,omitempty"`
-	LaunchLast    uint64    `json:"ll,omitempty"`
-	Args          [5]uint64 `json:"a"`
-	Ret           uint64    `json:"r,omitempty"`
-	Out           uint64    `json:"o,omitempty"`
-	Pool          uint32    `json:"p,omitempty"`
-	PoolState     uint32    `json:"ps,omitempty"`
-	PoolGets      uint32    `json:"pg,omitempty"`
-	Name          string    `json:"n,omitempty"`
-	Frames        []PyFrame `json:"f,omitempty"`
+	Kind          string      `json:"k"`
+	API           string      `json:"api,omitempty"`
+	PID           uint32      `json:"pid"`
+	TID           uint32      `json:"tid"`
+	Start         uint64      `json:"s,omitempty"`
+	End           uint64      `json:"e"`
+	Launches      uint32      `json:"l,omitempty"`
+	GraphLaunches uint32      `json:"g,omitempty"`
+	LaunchFirst   uint64      `json:"lf,omitempty"`
+	LaunchLast    uint64      `json:"ll,omitempty"`
+	Args          [5]uint64   `json:"a"`
+	Ret           uint64      `json:"r,omitempty"`
+	Out           uint64      `json:"o,omitempty"`
+	Pool          uint32      `json:"p,omitempty"`
+	PoolState     uint32      `json:"ps,omitempty"`
+	PoolGets      uint32      `json:"pg,omitempty"`
+	Name          string      `json:"n,omitempty"`
+	Frames        []PyFrame   `json:"f,omitempty"`
+	GPUs          []GPUSample `json:"gpus,omitempty"`
 }
 
 var kindNames = map[Kind]string{KindCall: "call", KindKernelName: "kernel_name", KindLibLoad: "lib_load",
 	KindLaunchProbes: "launch_probes", KindPyWait: "py_wait", KindPyAttached: "py_attached", KindPyGIL: "py_gil",
-	KindPool: "pool", KindWrite: "write"}
+	KindPool: "pool", KindWrite: "write", KindGPUSamples: "gpu_samples"}
 
 // TraceWriter writes events to a trace file.
 type TraceWriter struct {
@@ -92,8 +97,8 @@ func CreateTrace(path string, h TraceHeader) (*TraceWriter, error) {
 func (w *TraceWriter) Write(e *Event) error {
 	l := traceLine{Kind: kindNames[e.Kind], PID: e.PID, TID: e.TID, Start: e.Start, End: e.End,
 		Launches: e.Launches, GraphLaunches: e.GraphLaunches, LaunchFirst: e.LaunchFirst,
-		LaunchLast: e.LaunchLast, Args: e.Args, Ret: e.Ret, Out: e.Out, Pool: e.Pool, PoolState: e.PoolState, PoolGets: e.PoolGets, Name: e.Name, Frames: e.Frames}
-	if a, ok := cudaapi.ByID(e.API); ok {
+		LaunchLast: e.LaunchLast, Args: e.Args, Ret: e.Ret, Out: e.Out, Pool: e.Pool, PoolState: e.PoolState, PoolGets: e.PoolGets, Name: e.Name, Frames: e.Frames, GPUs: e.GPUs}
+	if a, ok := cudaapi.ByID(e.API); ok && e.Kind != KindGPUSamples {
 		l.API = a.Name
 	} else if e.API >= cudaapi.UserBase {
 		l.API = fmt.Sprintf("user:%d", e.API-cudaapi.UserBase)
@@ -147,7 +152,7 @@ func ReadTrace(path string) (TraceHeader, []Event, int, error) {
 		}
 		e := Event{Kind: kinds[l.Kind], PID: l.PID, TID: l.TID, Start: l.Start, End: l.End,
 			Launches: l.Launches, GraphLaunches: l.GraphLaunches, LaunchFirst: l.LaunchFirst,
-			LaunchLast: l.LaunchLast, Args: l.Args, Ret: l.Ret, Out: l.Out, Pool: l.Pool, PoolState: l.PoolState, PoolGets: l.PoolGets, Name: l.Name, Frames: l.Frames}
+			LaunchLast: l.LaunchLast, Args: l.Args, Ret: l.Ret, Out: l.Out, Pool: l.Pool, PoolState: l.PoolState, PoolGets: l.PoolGets, Name: l.Name, Frames: l.Frames, GPUs: l.GPUs}
 		if n, ok := strings.CutPrefix(l.API, "user:"); ok {
 			i, err := strconv.Atoi(n)
 			if err != nil || i < 0 || i >= len(h.UserProbes) {

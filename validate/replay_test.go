@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/gpuprof/gpuprof/correlate"
 	"github.com/gpuprof/gpuprof/events"
@@ -48,7 +49,7 @@ func TestReplayRecordedTraces(t *testing.T) {
 		batch := int(math.Round(capacity * stepTime))
 		for _, sampled := range modes {
 			t.Run(fmt.Sprintf("%s/resampled=%v", name, sampled), func(t *testing.T) {
-				steps := replay(t, evs, h.NoLaunchCounts, sampled, batch)
+				steps := replay(t, h, evs, sampled, batch)
 				checkSteps(t, truth, steps)
 			})
 		}
@@ -59,9 +60,13 @@ func TestReplayRecordedTraces(t *testing.T) {
 // sees them by default: once the step boundary is found, launch probes are
 // attached 1 s in every 10 s, and launches made while they are not go
 // uncounted.
-func replay(t *testing.T, evs []events.Event, noLaunches, sampled bool, batch int) []correlate.Step {
+func replay(t *testing.T, h events.TraceHeader, evs []events.Event, sampled bool, batch int) []correlate.Step {
 	t.Helper()
-	c, err := correlate.New(correlate.Config{NoLaunchCounts: noLaunches, BatchSize: batch})
+	cfg := correlate.Config{NoLaunchCounts: h.NoLaunchCounts, BatchSize: batch}
+	if len(h.GPUs) > 0 { // recorded with NVML: steps joined with their GPUs' state
+		cfg.GPUs = correlate.NewGPUs(h.GPUs, time.Duration(h.NVMLIntervalNS))
+	}
+	c, err := correlate.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,6 +75,10 @@ func replay(t *testing.T, evs []events.Event, noLaunches, sampled bool, batch in
 	var next uint64 // next on/off switch; 0 until the boundary is found
 	counting := true
 	for _, e := range evs {
+		if e.Kind == events.KindGPUSamples {
+			cfg.GPUs.Add(e.GPUs)
+			continue
+		}
 		for next != 0 && e.End >= next {
 			counting = !counting
 			mark := events.Event{Kind: events.KindLaunchProbes, Start: next, End: next}

@@ -81,9 +81,10 @@ func openGPUs(g *gpuFlags) (*gpuWatch, error) {
 	return w, nil
 }
 
-// run samples until ctx ends, handing each round to add (from one
-// goroutine; add serialises with the event path).
-func (w *gpuWatch) run(ctx context.Context, add func(round func(*correlate.GPUs))) (stop func()) {
+// run samples until ctx ends, handing each round to add as an event (from
+// a goroutine of its own: add serialises it with the probes' events), and
+// each Xid to xid.
+func (w *gpuWatch) run(ctx context.Context, add func(*events.Event), xid func(events.Xid)) (stop func()) {
 	if w.sampler == nil {
 		return func() {}
 	}
@@ -93,14 +94,14 @@ func (w *gpuWatch) run(ctx context.Context, add func(round func(*correlate.GPUs)
 		defer func() { done <- struct{}{} }()
 		w.sampler.Run(ctx, func(round []events.GPUSample) {
 			w.noteViews(round)
-			add(func(g *correlate.GPUs) { g.Add(round) })
+			add(&events.Event{Kind: events.KindGPUSamples, End: round[0].TimeNS, GPUs: round})
 		})
 	}()
 	go func() {
 		defer func() { done <- struct{}{} }()
 		w.sampler.WatchXids(ctx, func(x events.Xid) {
 			slog.Warn("Xid error", "gpu", x.GPU, "xid", x.Code)
-			add(func(g *correlate.GPUs) { g.AddXid(x) })
+			xid(x)
 		})
 	}()
 	return func() {

@@ -27,7 +27,8 @@ func TestStepsJoinedWithGPUs(t *testing.T) {
 	testenv.RequireRoot(t)
 	demo := testenv.StartDemo(t, "--steps", "200", "--start-delay", "0.5")
 	steps := filepath.Join(t.TempDir(), "steps.jsonl")
-	cmd := exec.Command(fakeNVMLBin, "attach", "--gpus", "0", "--jsonl", steps, "--nvml-interval", "20ms",
+	trace := filepath.Join(t.TempDir(), "trace.jsonl.gz")
+	cmd := exec.Command(fakeNVMLBin, "attach", "--gpus", "0", "--jsonl", steps, "--record", trace, "--nvml-interval", "20ms",
 		"--group", "target=0-4", "--group", "drafter=5-7")
 	cmd.Env = append(os.Environ(), "GPUPROF_FAKE_NVML_PIDS="+itoa(demo.PID()))
 	r := runCommand(t, cmd)
@@ -77,6 +78,16 @@ func TestStepsJoinedWithGPUs(t *testing.T) {
 	// the first sample have none: most steps, not all.
 	if len(lines) < 100 || joined < len(lines)*9/10 {
 		t.Errorf("%d of %d steps joined with their GPU's state", joined, len(lines))
+	}
+
+	// The GPU rounds are in the trace: a replay joins the same steps with
+	// the same GPU state (by the plain binary: no NVML needed to replay).
+	replayed := filepath.Join(t.TempDir(), "replayed.jsonl")
+	if r := gpuprof(t, "replay", trace, "--jsonl", replayed); r.code != 0 || !strings.Contains(r.stdout, "GPUs (NVML") {
+		t.Fatalf("replay: %+v", r)
+	}
+	if again, _ := os.ReadFile(replayed); string(again) != string(b) {
+		t.Error("replay of the recorded trace gave other steps (or GPU state) than the live run")
 	}
 
 	oneLine(t, gpuprofFake(t, "attach", "--gpus", "5"), 1, "no process has a compute context on GPU 5")

@@ -48,33 +48,11 @@ func gpusCmd(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// gpuRecord is a sample as JSON: fields not read are left out.
+// gpuRecord is a sample as JSON, with the GPU's identity: fields not read
+// are left out.
 func gpuRecord(g events.GPU, r events.GPUSample) map[string]any {
-	m := map[string]any{"index": g.Index, "uuid": g.UUID, "name": g.Name, "bus_id": g.BusID, "time_ns": r.TimeNS}
-	for k, v := range map[string]float64{"util_pct": r.GPUUtil, "mem_util_pct": r.MemUtil, "mem_used_bytes": r.MemUsed,
-		"mem_total_bytes": r.MemTotal, "power_w": r.PowerW, "power_limit_w": r.PowerLimitW, "temp_c": r.TempC,
-		"sm_clock_mhz": r.SMClockMHz, "mem_clock_mhz": r.MemClockMHz, "pcie_tx_bps": r.PCIeTxBps, "pcie_rx_bps": r.PCIeRxBps,
-		"nvlink_tx_bps": r.NVLinkTxBps, "nvlink_rx_bps": r.NVLinkRxBps, "ecc_corrected": r.ECCCorrected,
-		"ecc_uncorrected": r.ECCUncorrected, "sm_active": r.SMActive, "sm_occupancy": r.SMOccupancy,
-		"tensor_active": r.TensorActive, "dram_active": r.DRAMActive} {
-		if events.Has(v) {
-			m[k] = v
-		}
-	}
-	if r.ThrottleKnown {
-		m["throttle_reasons"] = r.Throttle
-	}
-	var procs []map[string]any
-	for _, p := range r.Procs {
-		pm := map[string]any{"pid": p.PID}
-		for k, v := range map[string]float64{"mem_used_bytes": p.MemUsed, "sm_util_pct": p.SMUtil, "mem_util_pct": p.MemUtil} {
-			if events.Has(v) {
-				pm[k] = v
-			}
-		}
-		procs = append(procs, pm)
-	}
-	m["processes"] = procs
+	m := r.Fields()
+	m["index"], m["uuid"], m["name"], m["bus_id"] = g.Index, g.UUID, g.Name, g.BusID
 	return m
 }
 

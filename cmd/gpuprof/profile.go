@@ -152,6 +152,9 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	var trace *events.TraceWriter
 	if f.record != "" {
 		h := events.TraceHeader{Version: version, NoLaunchCounts: f.noLaunches}
+		if gw.sampler != nil {
+			h.GPUs, h.NVMLIntervalNS = gw.sampler.GPUs(), uint64(f.gpu.interval)
+		}
 		for _, u := range f.user {
 			h.UserProbes = append(h.UserProbes, u.Spec())
 		}
@@ -185,9 +188,13 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		}
 		defer stats.Close()
 	}
-	stopGPUs := gw.run(ctx, st.withGPUs)
+	out := &sink{trace: trace, st: st}
+	stopGPUs := gw.run(ctx, out.add, func(x events.Xid) {
+		out.mu.Lock()
+		defer out.mu.Unlock()
+		gw.state.AddXid(x)
+	})
 	start := time.Now()
-	var traceErr error
 	var lost uint64
 	lastCheck := start
 	runErr := sess.Run(ctx, func(batch []events.Event, attached []probes.LibraryPlan) {
@@ -203,10 +210,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 			}
 		}
 		for i := range batch {
-			if trace != nil && traceErr == nil {
-				traceErr = trace.Write(&batch[i])
-			}
-			st.add(&batch[i])
+			out.add(&batch[i])
 		}
 	})
 	stopGPUs()
@@ -232,7 +236,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	if f.probeStats {
 		writeProbeStats(stdout, sess.Objects().ProgramStats(), attached)
 	}
-	return errors.Join(runErr, outErr, traceErr)
+	return errors.Join(runErr, outErr, out.traceErr)
 }
 
 func noteAttached(live *report.Live, lp probes.LibraryPlan) {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/gpuprof/gpuprof/correlate"
 	"github.com/gpuprof/gpuprof/events"
 	"github.com/gpuprof/gpuprof/report"
 )
@@ -36,6 +37,11 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var gpus *correlate.GPUs
+	if len(h.GPUs) > 0 {
+		gpus = correlate.NewGPUs(h.GPUs, time.Duration(h.NVMLIntervalNS))
+		st.cfg.GPUs = gpus
+	}
 	for i := range evs {
 		st.add(&evs[i])
 	}
@@ -56,5 +62,9 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	st.writeJob(stdout)
 	report.WriteLoss(stdout, report.Loss{Delivered: uint64(len(evs)), BadRecords: uint64(unknown)})
+	if gpus != nil {
+		runs := gpus.Runs()
+		report.WriteGPUs(stdout, runs, nil, nil)
+	}
 	return nil
 }

@@ -76,19 +76,17 @@ func (s *stepper) pids() []uint32 {
 	return out
 }
 
-// withGPUs runs f on the GPU state, between events.
-func (s *stepper) withGPUs(f func(*correlate.GPUs)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cfg.GPUs != nil {
-		f(s.cfg.GPUs)
-	}
-}
-
 // add takes one event.
 func (s *stepper) add(e *events.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if e.Kind == events.KindGPUSamples {
+		// The job's GPUs, shared by its processes' correlators.
+		if s.cfg.GPUs != nil {
+			s.cfg.GPUs.Add(e.GPUs)
+		}
+		return
+	}
 	if e.Kind == events.KindLaunchProbes {
 		// Launch probes switch for every process at once.
 		s.marks = append(s.marks, *e)
