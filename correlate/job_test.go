@@ -57,3 +57,34 @@ func TestDiagnoseJobEngineProcesses(t *testing.T) {
 		t.Errorf("verdict %+v: want inference-bound with I = 90/s", j.Verdict)
 	}
 }
+
+// TestDiagnoseJobLockstep: data-parallel ranks step at one pace, the
+// straggler's pace; the others wait for it in their syncs. The straggler
+// is the rank with the most work of its own (step less sync), whatever
+// their wall times say.
+func TestDiagnoseJobLockstep(t *testing.T) {
+	rank := func(data, sync float64) Summary {
+		return Summary{Steps: 100, WallTime: d(0.020), StepTime: d(0.020), DataTime: d(data), ComputeTime: d(0.009),
+			SyncTime: d(sync)}
+	}
+	runs := []ProcessRun{
+		{PID: 7, Run: rank(0.002, 0.009), Rank: 1, Ranked: true},
+		{PID: 9, Run: rank(0.018, 0.002), Rank: 0, Ranked: true}, // slowed: its data loading
+		{PID: 8, Run: rank(0.0021, 0.0089), Rank: 2, Ranked: true},
+	}
+	runs[1].Run.WallTime = d(0.0201) // the straggler's wall time hardly differs
+	j, ok := DiagnoseJob(runs)
+	if !ok || !j.Lockstep {
+		t.Fatalf("ok %v lockstep %v: want a lockstep job", ok, j.Lockstep)
+	}
+	if got := []int{j.Processes[0].Rank, j.Processes[1].Rank, j.Processes[2].Rank}; !slices.Equal(got, []int{0, 1, 2}) {
+		t.Errorf("processes in rank order %v", got)
+	}
+	if j.Slowest != 9 {
+		t.Errorf("straggler PID %d, want 9 (rank 0, 18 ms of its own a step against 11)", j.Slowest)
+	}
+	within(t, "skew", j.Skew, 0.018/0.01105-1, 1e-9)
+	if j.Verdict.Bottleneck != "training: data loading / transfer" {
+		t.Errorf("job verdict %q, want the straggler's", j.Verdict.Bottleneck)
+	}
+}

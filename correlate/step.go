@@ -23,6 +23,7 @@ const (
 type Step struct {
 	Index    int     `json:"step"`
 	PID      uint32  `json:"pid"`
+	Rank     *int    `json:"rank,omitempty"` // in a distributed job (torchrun's RANK), where the process has one
 	TID      uint32  `json:"tid"`
 	StartNS  uint64  `json:"t_start_ns"` // the previous boundary
 	EndNS    uint64  `json:"t_end_ns"`   // this boundary

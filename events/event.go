@@ -39,6 +39,10 @@ const (
 	// at End: GPUs, one sample per GPU. Not the target's doing: PID and TID
 	// are 0.
 	KindGPUSamples Kind = 10
+	// KindProcess says who process PID is in a distributed job, from its
+	// environment: Args[0] its rank + 1, Args[1] its local rank + 1 (0:
+	// not given), Args[2] the world size (0: not given).
+	KindProcess Kind = 11
 )
 
 // PyFrame is one Python frame: the function's qualified name and file,

@@ -6,6 +6,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/gpuprof/gpuprof/correlate"
+	"github.com/gpuprof/gpuprof/events"
 )
 
 // WriteJob prints the job view of several processes: each one's pace, the
@@ -26,8 +27,12 @@ func WriteJob(w io.Writer, j correlate.Job) {
 	}
 	fmt.Fprintf(w, "\njob: %d processes with steps\n", len(j.Processes))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "pid\tsteps\tsteps/s\tsamples/step\tstep_time\tdispatch_wait\tdata_time\tcompute_time\t bottleneck")
+	fmt.Fprintln(tw, "rank\tpid\tsteps\tsteps/s\tsamples/step\tstep_time\tdispatch_wait\tdata_time\tcompute_time\tsync_time\town\tsm_active\t bottleneck")
+	var slowest correlate.ProcessPace
 	for _, p := range j.Processes {
+		if p.PID == j.Slowest {
+			slowest = p
+		}
 		wait := "-"
 		if p.WaitKnown {
 			wait = Duration(p.DispatchWait)
@@ -36,12 +41,33 @@ func WriteJob(w io.Writer, j correlate.Job) {
 		if p.Samples > 0 {
 			samples = fmt.Sprintf("%.0f", p.Samples)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%.1f\t%s\t%s\t%s\t%s\t%s\t %s\n", p.PID, p.Steps, p.StepsPerSec, samples, Duration(p.StepTime),
-			wait, Duration(p.DataTime), Duration(p.ComputeTime), p.Bottleneck)
+		sm := "-"
+		if events.Has(p.SMActive) {
+			sm = fmt.Sprintf("%.2f", p.SMActive)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t %s\n", rankText(p), p.PID, p.Steps, p.StepsPerSec,
+			samples, Duration(p.StepTime), wait, Duration(p.DataTime), Duration(p.ComputeTime), Duration(p.SyncTime),
+			Duration(p.Own), sm, p.Bottleneck)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "slowest: PID %d, %.0f%% longer a step than the fastest\n", j.Slowest, 100*j.Skew)
-	fmt.Fprintf(w, "job bottleneck (the slowest process's: ranks that step together move at its pace): %s\n", j.Verdict.Bottleneck)
+	who := fmt.Sprintf("PID %d", j.Slowest)
+	if slowest.Ranked {
+		who = fmt.Sprintf("rank %d (PID %d)", slowest.Rank, j.Slowest)
+	}
+	if j.Lockstep {
+		fmt.Fprintf(w, "lockstep: the processes step at one pace, waiting for each other in their syncs; straggler: %s, "+
+			"%.0f%% more work of its own a step (step less sync) than the others' median\n", who, 100*j.Skew)
+	} else {
+		fmt.Fprintf(w, "slowest: %s, %.0f%% longer a step than the fastest\n", who, 100*j.Skew)
+	}
+	fmt.Fprintf(w, "job bottleneck (the straggler's: ranks that step together move at its pace): %s\n", j.Verdict.Bottleneck)
+}
+
+func rankText(p correlate.ProcessPace) string {
+	if !p.Ranked {
+		return "-"
+	}
+	return fmt.Sprint(p.Rank)
 }
 
 // WriteWorkers prints the balance of each kind of work several threads

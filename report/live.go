@@ -122,7 +122,10 @@ func (l *Live) Step(s correlate.Step) {
 		}
 	}
 	line := Line(s, rate)
-	if l.ShowPID {
+	switch {
+	case s.Rank != nil:
+		line = fmt.Sprintf("rank %d %s", *s.Rank, line)
+	case l.ShowPID:
 		line = fmt.Sprintf("PID %d %s", s.PID, line)
 	}
 	now := time.Now()

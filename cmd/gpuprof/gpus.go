@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -157,16 +156,11 @@ func (w *gpuWatch) noteViews(round []events.GPUSample) {
 				continue
 			}
 			w.views[p.PID] = nil
-			env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.PID))
+			env, err := environ(p.PID)
 			if err != nil {
 				continue // gone, or not ours to read
 			}
-			visible := ""
-			for _, kv := range strings.Split(string(env), "\x00") {
-				if v, ok := strings.CutPrefix(kv, "CUDA_VISIBLE_DEVICES="); ok {
-					visible = v
-				}
-			}
+			visible := env["CUDA_VISIBLE_DEVICES"]
 			if view, err := nvml.CUDAView(visible, w.sampler.GPUs()); err == nil {
 				w.views[p.PID] = view
 			}

@@ -437,16 +437,18 @@ func TestNativeProbesPreset(t *testing.T) {
 	})
 }
 
-// TestChildrenEachWithTheirSteps starts a launcher that runs two trainers,
-// follows them with --children, and holds each one's steps to its own log.
+// TestChildrenEachWithTheirSteps starts a launcher that runs two trainers
+// as ranks 0 and 1 (torchrun's environment), follows them with --children,
+// and holds each one's steps to its own log: each step labelled with its
+// rank, the job view naming the slower rank.
 func TestChildrenEachWithTheirSteps(t *testing.T) {
 	testenv.RequireRoot(t)
 	dir := testenv.Fixtures(t)
 	tmp := t.TempDir()
 	steps := filepath.Join(tmp, "steps.jsonl")
 	trainer := filepath.Join(dir, "demo-trainer")
-	launcher := fmt.Sprintf(`sleep 0.5; %s --steps 150 --truth %s/a.jsonl --data-ms 2 & %s --steps 100 --truth %s/b.jsonl --compute-ms 9 & wait`,
-		trainer, tmp, trainer, tmp)
+	launcher := fmt.Sprintf(`sleep 0.5; export WORLD_SIZE=2; RANK=0 LOCAL_RANK=0 %s --steps 150 --truth %s/a.jsonl --data-ms 2 & `+
+		`RANK=1 LOCAL_RANK=1 %s --steps 100 --truth %s/b.jsonl --compute-ms 9 & wait`, trainer, tmp, trainer, tmp)
 	r := gpuprof(t, "run", "-q", "--children", "--jsonl", steps, "--", "sh", "-c", launcher)
 	if r.code != 0 {
 		t.Fatalf("run: %+v", r)
@@ -462,12 +464,17 @@ func TestChildrenEachWithTheirSteps(t *testing.T) {
 	}
 	matched := 0
 	slowest, slowestWall := 0, 0.0
-	for _, name := range []string{"a", "b"} {
+	for rank, name := range []string{"a", "b"} {
 		truth, _ := validate.ReadJSONL(filepath.Join(tmp, name+".jsonl"))
 		for pid, rows := range byPID {
 			res := validate.Compare(truth, rows, 5, 0.05, []string{"period", "compute_time", "step_time"})
 			if res.Matched > len(truth)/2 {
 				matched++
+				for _, row := range rows {
+					if got, ok := row.Fields["rank"]; !ok || int(got) != rank {
+						t.Fatalf("trainer %s (RANK=%d): a step labelled rank %v (present %v)", name, rank, got, ok)
+					}
+				}
 				for _, f := range res.Fields {
 					if f.Name == "period" && f.Truth > slowestWall {
 						slowest, slowestWall = pid, f.Truth
@@ -483,7 +490,7 @@ func TestChildrenEachWithTheirSteps(t *testing.T) {
 		t.Fatalf("%d trainers matched a process's steps, want 2", matched)
 	}
 	// The job view names the trainer whose own log says it is slower.
-	if want := fmt.Sprintf("slowest: PID %d,", slowest); !strings.Contains(r.stdout, "job: 2 processes with steps") || !strings.Contains(r.stdout, want) {
+	if want := fmt.Sprintf("slowest: rank 1 (PID %d),", slowest); !strings.Contains(r.stdout, "job: 2 processes with steps") || !strings.Contains(r.stdout, want) {
 		t.Errorf("job view: want %q in\n%s", want, r.stdout)
 	}
 }

@@ -14,11 +14,27 @@ type sink struct {
 	trace    *events.TraceWriter // nil: not recording
 	traceErr error
 	st       *stepper
+	seen     map[uint32]bool // processes whose identity was looked up
 }
 
 func (s *sink) add(e *events.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if e.PID != 0 && !s.seen[e.PID] {
+		if s.seen == nil {
+			s.seen = map[uint32]bool{}
+		}
+		s.seen[e.PID] = true
+		// Its rank, ahead of its first event, in the trace too: a replay
+		// has no /proc to read it from.
+		if info, ok := processInfo(e.PID); ok {
+			s.put(&info)
+		}
+	}
+	s.put(e)
+}
+
+func (s *sink) put(e *events.Event) {
 	if s.trace != nil && s.traceErr == nil {
 		s.traceErr = s.trace.Write(e)
 	}

@@ -28,6 +28,8 @@ type stepper struct {
 	err      error
 	// mu serialises the event path with the GPU sampler's rounds.
 	mu sync.Mutex
+	// ranks are the processes' ranks in a distributed job (KindProcess).
+	ranks map[uint32]int
 }
 
 // procSteps is one process's steps.
@@ -80,10 +82,19 @@ func (s *stepper) pids() []uint32 {
 func (s *stepper) add(e *events.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e.Kind == events.KindGPUSamples {
+	switch e.Kind {
+	case events.KindGPUSamples:
 		// The job's GPUs, shared by its processes' correlators.
 		if s.cfg.GPUs != nil {
 			s.cfg.GPUs.Add(e.GPUs)
+		}
+		return
+	case events.KindProcess:
+		if e.Args[0] > 0 {
+			if s.ranks == nil {
+				s.ranks = map[uint32]int{}
+			}
+			s.ranks[e.PID] = int(e.Args[0] - 1)
 		}
 		return
 	}
@@ -134,6 +145,9 @@ func (s *stepper) finish() error {
 
 func (s *stepper) emit(steps []correlate.Step) {
 	for _, st := range steps {
+		if r, ok := s.ranks[st.PID]; ok {
+			st.Rank = &r
+		}
 		s.live.Step(st)
 		if s.jsonl != nil && s.err == nil {
 			s.err = s.jsonl.Write(st)
@@ -146,7 +160,8 @@ func (s *stepper) emit(steps []correlate.Step) {
 func (s *stepper) writeJob(w io.Writer) {
 	var runs []correlate.ProcessRun
 	for _, pid := range s.pids() {
-		runs = append(runs, correlate.ProcessRun{PID: pid, Run: s.proc(pid).corr.Summary()})
+		r, ranked := s.ranks[pid]
+		runs = append(runs, correlate.ProcessRun{PID: pid, Run: s.proc(pid).corr.Summary(), Rank: r, Ranked: ranked})
 	}
 	if j, ok := correlate.DiagnoseJob(runs); ok {
 		report.WriteJob(w, j)
