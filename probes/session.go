@@ -498,7 +498,15 @@ func (s *Session) rescan(force bool) []LibraryPlan {
 		}
 		plans, err := s.scan(t)
 		if err != nil && !t.exited {
-			s.cfg.Log.Warn("rescan failed", "pid", t.pid, "err", err)
+			// A process that exited since the last poll (a DataLoader
+			// worker at the end of an epoch) is no failure to report.
+			s.mu.Lock()
+			gone := s.exitedNow(t)
+			t.exited = t.exited || gone
+			s.mu.Unlock()
+			if !gone {
+				s.cfg.Log.Warn("rescan failed", "pid", t.pid, "err", err)
+			}
 		}
 		added = append(added, plans...)
 	}

@@ -542,6 +542,10 @@ func TestDataLoaderPipelines(t *testing.T) {
 						t.Errorf("summary lacks %q:\n%s", want, r.stdout)
 					}
 				}
+				// Workers exit with the loop: no failure to report.
+				if strings.Contains(r.stderr, "rescan failed") {
+					t.Errorf("a worker's exit reported as a failure:\n%s", r.stderr)
+				}
 			})
 		}
 	}
