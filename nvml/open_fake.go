@@ -14,22 +14,32 @@ import (
 
 // Open, in a gpuprof built for its own end-to-end tests (-tags nvmlfake),
 // is eight fake H200s (nvmlfake) instead of the driver, so that attach's
-// GPU side runs where no GPU is. The processes named in
-// GPUPROF_FAKE_NVML_PIDS (comma-separated) run on GPU 0, and GPU 0 alone.
+// GPU side runs where no GPU is. GPU 0, and it alone, runs the processes
+// named (comma-separated) in GPUPROF_FAKE_NVML_PIDS, and those in the file
+// GPUPROF_FAKE_NVML_PIDS_FILE names as it reads when asked: a test adds a
+// process there to have it open a context on GPU 0 later.
 func Open() Library {
 	h := nvmlfake.NewHost()
-	var procs []nvml.ProcessInfo
-	for _, f := range strings.Split(os.Getenv("GPUPROF_FAKE_NVML_PIDS"), ",") {
-		if pid, err := strconv.ParseUint(f, 10, 32); err == nil {
-			procs = append(procs, nvml.ProcessInfo{Pid: uint32(pid), UsedGpuMemory: nvmlfake.GiB(3)})
-		}
-	}
 	for i, d := range h.Devs {
-		own := procs
 		if i != 0 {
-			own = nil
+			d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS }
+			continue
 		}
-		d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return own, nvml.SUCCESS }
+		d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+			list := os.Getenv("GPUPROF_FAKE_NVML_PIDS")
+			if path := os.Getenv("GPUPROF_FAKE_NVML_PIDS_FILE"); path != "" {
+				if b, err := os.ReadFile(path); err == nil {
+					list += "," + string(b)
+				}
+			}
+			var procs []nvml.ProcessInfo
+			for _, f := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == '\n' || r == ' ' }) {
+				if pid, err := strconv.ParseUint(f, 10, 32); err == nil {
+					procs = append(procs, nvml.ProcessInfo{Pid: uint32(pid), UsedGpuMemory: nvmlfake.GiB(3)})
+				}
+			}
+			return procs, nvml.SUCCESS
+		}
 	}
 	return h.Srv
 }

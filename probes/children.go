@@ -3,6 +3,7 @@ package probes
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -41,6 +42,43 @@ func (s *Session) followChildren() []LibraryPlan {
 			s.cfg.Log.Debug("following child", "parent", parent, "pid", child)
 			added = append(added, plans...)
 		}
+	}
+	return added
+}
+
+// Follow asks Run to attach to pid at its next poll, if it is not a target
+// yet: a process found by other means while the session runs (one that
+// opened a context on a GPU gpuprof attach --gpus watches). Safe to call
+// from any goroutine.
+func (s *Session) Follow(pid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, known := s.targets[pid]; !known && !slices.Contains(s.follow, pid) {
+		s.follow = append(s.follow, pid)
+	}
+}
+
+// followNamed attaches to the processes Follow named.
+func (s *Session) followNamed() []LibraryPlan {
+	s.mu.Lock()
+	pids := s.follow
+	s.follow = nil
+	s.mu.Unlock()
+	var added []LibraryPlan
+	for _, pid := range pids {
+		s.mu.Lock()
+		_, known := s.targets[pid]
+		s.mu.Unlock()
+		if known {
+			continue
+		}
+		plans, err := s.Attach(pid)
+		if err != nil {
+			s.cfg.Log.Debug("follow", "pid", pid, "err", err)
+			continue
+		}
+		s.cfg.Log.Debug("following", "pid", pid)
+		added = append(added, plans...)
 	}
 	return added
 }

@@ -53,6 +53,7 @@ type Session struct {
 	closed       bool
 	sampler      launchSampler
 	lastChildren time.Time
+	follow       []int // processes to attach to at the next poll (Follow)
 	marks        []events.Event // launch-probe markers and pool readings for the next batch
 	pools        *poolWatch
 }
@@ -415,6 +416,7 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 		slices.SortStableFunc(batch, events.CompareEnd)
 		attached := s.rescan(rescan)
 		attached = append(attached, s.followChildren()...)
+		attached = append(attached, s.followNamed()...)
 		if mark, ok := s.sampleLaunches(time.Now()); ok {
 			s.mu.Lock()
 			s.marks = append(s.marks, mark)

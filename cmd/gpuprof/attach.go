@@ -19,7 +19,7 @@ func attachCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	if *gpus != "" {
-		found, err := gpuProcesses(*gpus)
+		found, watched, err := gpuProcesses(*gpus)
 		if err != nil {
 			return err
 		}
@@ -28,6 +28,7 @@ func attachCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				pids = append(pids, p)
 			}
 		}
+		f.gpu.watched = watched
 	}
 	if len(pids) == 0 {
 		return usageErr("attach needs --pid PID (find it with pgrep -f train.py) or --gpus all")

@@ -20,6 +20,7 @@ type gpuFlags struct {
 	noNVML   bool
 	interval time.Duration
 	groups   []string
+	watched  []int // attach --gpus: its GPUs, whose later processes are followed
 }
 
 func (g *gpuFlags) register(fs *pflag.FlagSet) {
@@ -35,6 +36,11 @@ type gpuWatch struct {
 	state   *correlate.GPUs
 	groups  []correlate.NamedGPUs
 	views   map[uint32][]int // per process, the NVML index of each CUDA ordinal (noteViews)
+	// watched are the GPUs of attach --gpus: a process that opens a context
+	// on one of them later is attached to as well (follow).
+	watched []int
+	follow  func(pid int)
+	seen    map[uint32]bool
 }
 
 // openGPUs starts reading every GPU's hardware state (a job's processes
@@ -93,6 +99,7 @@ func (w *gpuWatch) run(ctx context.Context, add func(*events.Event), xid func(ev
 		defer func() { done <- struct{}{} }()
 		w.sampler.Run(ctx, func(round []events.GPUSample) {
 			w.noteViews(round)
+			w.followNew(round)
 			add(&events.Event{Kind: events.KindGPUSamples, End: round[0].TimeNS, GPUs: round})
 		})
 	}()
@@ -118,19 +125,19 @@ func (w *gpuWatch) close() {
 
 // gpuProcesses returns the processes with a compute context on any of
 // gpus (attach --gpus), from NVML.
-func gpuProcesses(spec string) ([]int, error) {
+func gpuProcesses(spec string) ([]int, []int, error) {
 	s, err := nvml.New(nvml.Open(), nvml.Config{})
 	if err != nil {
-		return nil, fmt.Errorf("--gpus needs NVML: %w", err)
+		return nil, nil, fmt.Errorf("--gpus needs NVML: %w", err)
 	}
 	defer s.Close()
 	gpus, err := nvml.ParseGPUs(spec, len(s.GPUs()))
 	if err != nil {
-		return nil, usageErr("--gpus: %v", err)
+		return nil, nil, usageErr("--gpus: %v", err)
 	}
 	procs, err := s.ComputeProcesses()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var pids []int
 	for pid, on := range procs {
@@ -140,9 +147,28 @@ func gpuProcesses(spec string) ([]int, error) {
 	}
 	slices.Sort(pids)
 	if len(pids) == 0 {
-		return nil, fmt.Errorf("no process has a compute context on GPU %s (nvidia-smi lists the GPUs' processes): start the job first, or give --pid", spec)
+		return nil, nil, fmt.Errorf("no process has a compute context on GPU %s (nvidia-smi lists the GPUs' processes): start the job first, or give --pid", spec)
 	}
-	return pids, nil
+	return pids, gpus, nil
+}
+
+// followNew attaches to the processes that opened a context on a watched
+// GPU since attach --gpus looked (a rank that loads its model late).
+func (w *gpuWatch) followNew(round []events.GPUSample) {
+	if w.follow == nil {
+		return
+	}
+	for _, smp := range round {
+		if !slices.Contains(w.watched, smp.GPU) {
+			continue
+		}
+		for _, p := range smp.Procs {
+			if !w.seen[p.PID] {
+				w.seen[p.PID] = true
+				w.follow(int(p.PID))
+			}
+		}
+	}
 }
 
 // noteViews reads, for each process first seen on a GPU, which NVML GPU

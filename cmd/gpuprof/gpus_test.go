@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpuprof/gpuprof/internal/testenv"
+	"github.com/gpuprof/gpuprof/validate"
 )
 
 // fakeNVMLBin is gpuprof built with -tags nvmlfake: NVML is eight fake
@@ -176,4 +177,45 @@ func versionLess(a, b string) bool {
 		}
 	}
 	return false
+}
+
+// TestGPUsFollowsLateProcesses: with attach --gpus, a process that opens a
+// context on one of those GPUs after gpuprof started (a rank that loads
+// its model late) is attached to as well, and has its steps.
+func TestGPUsFollowsLateProcesses(t *testing.T) {
+	testenv.RequireRoot(t)
+	first := testenv.StartDemo(t, "--steps", "250", "--start-delay", "0.3")
+	pidsFile := filepath.Join(t.TempDir(), "pids")
+	if err := os.WriteFile(pidsFile, []byte(itoa(first.PID())), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	steps := filepath.Join(t.TempDir(), "steps.jsonl")
+	cmd := exec.Command(fakeNVMLBin, "attach", "-q", "--gpus", "0", "--jsonl", steps)
+	cmd.Env = append(os.Environ(), "GPUPROF_FAKE_NVML_PIDS_FILE="+pidsFile)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	late := testenv.StartDemo(t, "--steps", "120", "--start-delay", "0.3")
+	if err := os.WriteFile(pidsFile, []byte(itoa(first.PID())+","+itoa(late.PID())), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	first.Wait(t, 10*time.Second)
+	late.Wait(t, 10*time.Second)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("attach: %v\n%s", err, errb.String())
+	}
+	rows, err := validate.ReadJSONL(steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perPID := map[int]int{}
+	for _, r := range rows {
+		perPID[int(r.Fields["pid"])]++
+	}
+	if perPID[first.PID()] < 100 || perPID[late.PID()] < 50 {
+		t.Errorf("steps per process %v: want the first (%d) and the late one (%d) both\n%s", perPID, first.PID(), late.PID(), out.String())
+	}
 }

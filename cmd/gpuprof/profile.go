@@ -142,6 +142,9 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		return err
 	}
 	st.cfg.GPUs = gw.state
+	if len(f.gpu.watched) > 0 && gw.sampler != nil {
+		gw.watched, gw.follow, gw.seen = f.gpu.watched, sess.Follow, map[uint32]bool{}
+	}
 	// Once steps are found, launches need counting only part of the time.
 	st.onAnchor = func(first bool, a correlate.Anchor) {
 		sess.SetStepThread(int(a.PID), a.TID)
