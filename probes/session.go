@@ -53,7 +53,7 @@ type Session struct {
 	closed       bool
 	sampler      launchSampler
 	lastChildren time.Time
-	follow       []int // processes to attach to at the next poll (Follow)
+	follow       []int          // processes to attach to at the next poll (Follow)
 	marks        []events.Event // launch-probe markers and pool readings for the next batch
 	pools        *poolWatch
 }
