@@ -187,7 +187,8 @@ func (g *GPUs) during(gpu int, start, end uint64) []*events.GPUSample {
 // GPUSteps summarises the GPU state of the steps joined with samples.
 type GPUSteps struct {
 	Steps                  int
-	Util, SMActive         Dist // %, 0..1
+	GPUs                   []int // the NVML indexes of the last step's GPUs
+	Util, SMActive         Dist  // %, 0..1
 	TensorActive, PowerW   Dist
 	SMClockMHz, ProcSMUtil Dist
 	// Throttled counts the steps each slowdown reason was active in.
@@ -195,6 +196,7 @@ type GPUSteps struct {
 }
 
 type gpuStepsAcc struct {
+	gpus                                   []int
 	steps                                  int
 	util, sm, tensor, power, clock, procSM []float64
 	throttled                              map[string]int
@@ -206,6 +208,7 @@ func (a *gpuStepsAcc) add(st *Step) {
 		return
 	}
 	a.steps++
+	a.gpus = g.GPUs
 	for _, f := range []struct {
 		to *[]float64
 		v  float64
@@ -224,6 +227,6 @@ func (a *gpuStepsAcc) add(st *Step) {
 }
 
 func (a *gpuStepsAcc) summary() GPUSteps {
-	return GPUSteps{Steps: a.steps, Util: dist(a.util), SMActive: dist(a.sm), TensorActive: dist(a.tensor),
+	return GPUSteps{Steps: a.steps, GPUs: slices.Clone(a.gpus), Util: dist(a.util), SMActive: dist(a.sm), TensorActive: dist(a.tensor),
 		PowerW: dist(a.power), SMClockMHz: dist(a.clock), ProcSMUtil: dist(a.procSM), Throttled: a.throttled}
 }

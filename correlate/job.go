@@ -44,6 +44,7 @@ type ProcessPace struct {
 	// syncs (a collective completes when the last rank joins it), so the
 	// straggler is the one with the most of its own.
 	Own        float64
+	GPUs       []int   // its GPUs (NVML indexes), where sampled
 	SMActive   float64 // its GPU's SM activity while its steps ran; NaN unknown
 	Samples    float64 // items taken from its pool a step; 0 where not counted
 	Bottleneck string
@@ -107,7 +108,7 @@ func DiagnoseJob(runs []ProcessRun) (Job, bool) {
 		p := ProcessPace{PID: r.PID, Rank: r.Rank, Ranked: r.Ranked, Steps: s.Steps, StepsPerSec: 1 / s.WallTime.P50,
 			StepTime: s.StepTime.P50, DispatchWait: s.DispatchWait.P50, WaitKnown: s.DispatchWait.N > 0, DataTime: s.DataTime.P50,
 			ComputeTime: s.ComputeTime.P50, SyncTime: s.SyncTime.P50, Own: max(0, s.StepTime.P50-s.SyncTime.P50),
-			SMActive: math.NaN(), Samples: s.Samples.P50, Bottleneck: v.Bottleneck}
+			SMActive: math.NaN(), GPUs: s.GPU.GPUs, Samples: s.Samples.P50, Bottleneck: v.Bottleneck}
 		if s.GPU.SMActive.N > 0 {
 			p.SMActive = s.GPU.SMActive.P50
 		}

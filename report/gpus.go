@@ -5,6 +5,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/gpuprof/gpuprof/correlate"
@@ -92,11 +93,16 @@ func WriteGPUs(w io.Writer, runs []correlate.GPURun, groups []correlate.GPUGroup
 		if events.Has(g.MemUsed) {
 			mem = Bytes(g.MemUsed)
 		}
-		gpus := make([]string, len(g.GPUs))
-		for j, x := range g.GPUs {
-			gpus[j] = fmt.Sprint(x)
-		}
-		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%d\t", g.Name, strings.Join(gpus, ","), num(g.Util, "%.0f%%"),
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%d\t", g.Name, intList(g.GPUs), num(g.Util, "%.0f%%"),
 			num(g.SMActive, "%.2f"), num(g.PowerW, "%.0fW"), mem, g.Throttled)
 	})
+}
+
+// intList is "0,2,3".
+func intList(xs []int) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = strconv.Itoa(x)
+	}
+	return strings.Join(parts, ",")
 }

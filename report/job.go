@@ -27,7 +27,7 @@ func WriteJob(w io.Writer, j correlate.Job) {
 	}
 	fmt.Fprintf(w, "\njob: %d processes with steps\n", len(j.Processes))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "rank\tpid\tsteps\tsteps/s\tsamples/step\tstep_time\tdispatch_wait\tdata_time\tcompute_time\tsync_time\town\tsm_active\t bottleneck")
+	fmt.Fprintln(tw, "rank\tpid\tgpus\tsteps\tsteps/s\tsamples/step\tstep_time\tdispatch_wait\tdata_time\tcompute_time\tsync_time\town\tsm_active\t bottleneck")
 	var slowest correlate.ProcessPace
 	for _, p := range j.Processes {
 		if p.PID == j.Slowest {
@@ -45,7 +45,11 @@ func WriteJob(w io.Writer, j correlate.Job) {
 		if events.Has(p.SMActive) {
 			sm = fmt.Sprintf("%.2f", p.SMActive)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t %s\n", rankText(p), p.PID, p.Steps, p.StepsPerSec,
+		gpus := "-"
+		if len(p.GPUs) > 0 {
+			gpus = intList(p.GPUs)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t %s\n", rankText(p), p.PID, gpus, p.Steps, p.StepsPerSec,
 			samples, Duration(p.StepTime), wait, Duration(p.DataTime), Duration(p.ComputeTime), Duration(p.SyncTime),
 			Duration(p.Own), sm, p.Bottleneck)
 	}
