@@ -16,7 +16,6 @@ import (
 
 	"github.com/gpuprof/gpuprof/bpf"
 	"github.com/gpuprof/gpuprof/correlate"
-	"github.com/gpuprof/gpuprof/cudaapi"
 	"github.com/gpuprof/gpuprof/events"
 	"github.com/gpuprof/gpuprof/probes"
 	"github.com/gpuprof/gpuprof/report"
@@ -240,74 +239,6 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		writeProbeStats(stdout, sess.Objects().ProgramStats(), attached)
 	}
 	return errors.Join(runErr, outErr, out.traceErr)
-}
-
-func noteAttached(live *report.Live, lp probes.LibraryPlan) {
-	if p := lp.Python; p != nil {
-		if p.Err != nil {
-			live.Note(fmt.Sprintf("PID %d: Python 3.%d in %s: not timing its waits: %v", lp.PID, p.Minor, lp.File.Path, p.Err))
-		} else {
-			live.Note(fmt.Sprintf("PID %d: timing Python lock waits (queue gets, events) in %s (Python 3.%d)", lp.PID, lp.File.Path, p.Minor))
-		}
-		return
-	}
-	if len(lp.Probes) == 0 || lp.Layer == cudaapi.LayerLoader {
-		return
-	}
-	msg := fmt.Sprintf("PID %d: attached %d probes to %s (%s)", lp.PID, len(lp.Probes), lp.File.Path, lp.Layer)
-	if n := len(lp.SingleStepped()); n > 0 {
-		msg += fmt.Sprintf(", %d single-stepped: see gpuprof probes", n)
-	}
-	live.Note(msg)
-}
-
-// writeSummaries prints a summary for each process that made CUDA calls or
-// Python waits, the job's view, and the session's loss counters.
-func writeSummaries(w io.Writer, sess *probes.Session, st *stepper, attached time.Duration, sampling string) {
-	stats := sess.Stats()
-	kl, _ := sess.KernelLaunches()
-	pids := st.pids()
-	if len(pids) == 0 {
-		pids = []uint32{0}
-	}
-	for i, pid := range pids {
-		if i > 0 {
-			fmt.Fprintln(w)
-		}
-		p := st.proc(pid)
-		target := fmt.Sprintf("PID %d", pid)
-		if pid == 0 {
-			target = "no process made a CUDA call"
-		}
-		run := p.corr.Summary()
-		s := report.Summary{Target: target, Attached: attached.Seconds(), Run: run, LaunchSampling: sampling,
-			Engine: correlate.EngineProcess(run)}
-		for _, k := range kl {
-			if k.PID != pid {
-				continue
-			}
-			name, ok := p.corr.KernelName(k.PID, k.Handle)
-			if !ok {
-				name = fmt.Sprintf("kernel %#x (name not seen: loaded before attach)", k.Handle)
-			}
-			s.Kernels = append(s.Kernels, report.Kernel{Name: name, Count: k.Count})
-		}
-		report.WriteSummary(w, s)
-	}
-	st.writeJob(w)
-	report.WriteLoss(w, report.Loss{Delivered: stats.Events, RingbufFull: stats.RingbufFull, BadRecords: stats.BadRecords,
-		StaleCalls: stats.StaleCalls, KernelsFull: stats.KernelMapFull})
-}
-
-// writeProbeStats prints how often each program ran: the probe hits the
-// job paid for. The run time is the program's own; each hit also costs the
-// trap into the kernel (FACTS §2: ~1 µs for a uprobe, ~2 for a return probe).
-func writeProbeStats(w io.Writer, stats []bpf.ProgramStat, attached time.Duration) {
-	fmt.Fprintln(w, "\nBPF programs (--probe-stats): runs, runs a second, mean run time (the trap into the kernel not included)")
-	for _, s := range stats {
-		fmt.Fprintf(w, "  %-15s %10d %10.0f/s %8.0f ns\n", s.Name, s.Runs, float64(s.Runs)/attached.Seconds(),
-			float64(s.Runtime.Nanoseconds())/float64(s.Runs))
-	}
 }
 
 func pidList(pids []int) string {
