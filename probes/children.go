@@ -28,22 +28,28 @@ func (s *Session) followChildren() []LibraryPlan {
 	var added []LibraryPlan
 	for _, parent := range parents {
 		for _, child := range Children(s.cfg.ProcRoot, parent) {
-			s.mu.Lock()
-			_, known := s.targets[child]
-			s.mu.Unlock()
-			if known {
-				continue
-			}
-			plans, err := s.Attach(child)
-			if err != nil {
-				s.cfg.Log.Debug("follow child", "pid", child, "err", err)
-				continue
-			}
-			s.cfg.Log.Debug("following child", "parent", parent, "pid", child)
-			added = append(added, plans...)
+			added = append(added, s.attachNew(child, "parent", parent)...)
 		}
 	}
 	return added
+}
+
+// attachNew attaches to pid unless it is a target already; why says, for
+// the log, how it was found.
+func (s *Session) attachNew(pid int, why ...any) []LibraryPlan {
+	s.mu.Lock()
+	_, known := s.targets[pid]
+	s.mu.Unlock()
+	if known {
+		return nil
+	}
+	plans, err := s.Attach(pid)
+	if err != nil {
+		s.cfg.Log.Debug("not following", append([]any{"pid", pid, "err", err}, why...)...)
+		return nil
+	}
+	s.cfg.Log.Debug("following", append([]any{"pid", pid}, why...)...)
+	return plans
 }
 
 // Follow asks Run to attach to pid at its next poll, if it is not a target
@@ -66,19 +72,7 @@ func (s *Session) followNamed() []LibraryPlan {
 	s.mu.Unlock()
 	var added []LibraryPlan
 	for _, pid := range pids {
-		s.mu.Lock()
-		_, known := s.targets[pid]
-		s.mu.Unlock()
-		if known {
-			continue
-		}
-		plans, err := s.Attach(pid)
-		if err != nil {
-			s.cfg.Log.Debug("follow", "pid", pid, "err", err)
-			continue
-		}
-		s.cfg.Log.Debug("following", "pid", pid)
-		added = append(added, plans...)
+		added = append(added, s.attachNew(pid, "found", "named")...)
 	}
 	return added
 }
