@@ -18,19 +18,7 @@ func attachCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *gpus != "" {
-		found, watched, err := gpuProcesses(*gpus)
-		if err != nil {
-			return err
-		}
-		for _, p := range found {
-			if !slices.Contains(pids, p) {
-				pids = append(pids, p)
-			}
-		}
-		f.gpu.watched = watched
-	}
-	if len(pids) == 0 {
+	if len(pids) == 0 && *gpus == "" {
 		return usageErr("attach needs --pid PID (find it with pgrep -f train.py) or --gpus all")
 	}
 	if fs.NArg() > 0 {
@@ -49,10 +37,26 @@ func attachCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer sess.Close()
+	gw, err := openGPUs(&f.gpu, *gpus != "")
+	if err != nil {
+		return err
+	}
+	defer gw.close()
+	if *gpus != "" {
+		found, err := gw.processes(*gpus)
+		if err != nil {
+			return err
+		}
+		for _, p := range found {
+			if !slices.Contains(pids, p) {
+				pids = append(pids, p)
+			}
+		}
+	}
 	for _, pid := range pids {
 		if _, err := sess.Attach(pid); err != nil {
 			return err
 		}
 	}
-	return profile(ctx, sess, pids, &f, stdout, stderr)
+	return profile(ctx, sess, pids, &f, gw, stdout, stderr)
 }

@@ -20,7 +20,6 @@ type gpuFlags struct {
 	noNVML   bool
 	interval time.Duration
 	groups   []string
-	watched  []int // attach --gpus: its GPUs, whose later processes are followed
 }
 
 func (g *gpuFlags) register(fs *pflag.FlagSet) {
@@ -36,8 +35,8 @@ type gpuWatch struct {
 	state   *correlate.GPUs
 	groups  []correlate.NamedGPUs
 	views   map[uint32][]int // per process, the NVML index of each CUDA ordinal (noteViews)
-	// watched are the GPUs of attach --gpus: a process that opens a context
-	// on one of them later is attached to as well (follow).
+	// watched are the GPUs of attach --gpus (processes): a process that
+	// opens a context on one of them later is attached to as well (follow).
 	watched []int
 	follow  func(pid int)
 	seen    map[uint32]bool
@@ -45,27 +44,31 @@ type gpuWatch struct {
 
 // openGPUs starts reading every GPU's hardware state (a job's processes
 // and its --group sets may span more GPUs than attach --gpus named).
-// Without NVML it warns once and profiling goes on without it; a bad
-// --group is an error.
-func openGPUs(g *gpuFlags) (*gpuWatch, error) {
+// Without NVML it warns once and profiling goes on without it, unless
+// forGPUs (attach --gpus) or a --group needs it; a bad --group is an error.
+func openGPUs(g *gpuFlags, forGPUs bool) (*gpuWatch, error) {
 	if g.interval <= 0 {
 		return nil, usageErr("--nvml-interval %v: give a positive duration, e.g. 100ms", g.interval)
 	}
 	if g.noNVML {
-		if len(g.groups) > 0 {
-			return nil, usageErr("--group needs NVML: leave out --no-nvml")
+		if len(g.groups) > 0 || forGPUs {
+			return nil, usageErr("--group and --gpus need NVML: leave out --no-nvml")
 		}
 		return &gpuWatch{}, nil
 	}
 	s, err := nvml.New(nvml.Open(), nvml.Config{Interval: g.interval})
 	if err != nil {
+		if forGPUs {
+			return nil, fmt.Errorf("--gpus needs NVML: %w", err)
+		}
 		if len(g.groups) > 0 {
 			return nil, err
 		}
 		slog.Warn("GPU hardware state left out", "err", err)
 		return &gpuWatch{}, nil
 	}
-	w := &gpuWatch{sampler: s, state: correlate.NewGPUs(s.GPUs(), g.interval), views: map[uint32][]int{}}
+	w := &gpuWatch{sampler: s, state: correlate.NewGPUs(s.GPUs(), g.interval), views: map[uint32][]int{},
+		seen: map[uint32]bool{}}
 	for _, spec := range g.groups {
 		name, list, ok := strings.Cut(spec, "=")
 		if !ok || name == "" {
@@ -89,7 +92,7 @@ func openGPUs(g *gpuFlags) (*gpuWatch, error) {
 // run samples until ctx ends, handing each round to add as an event (from
 // a goroutine of its own: add serialises it with the probes' events), and
 // each Xid to xid.
-func (w *gpuWatch) run(ctx context.Context, add func(*events.Event), xid func(events.Xid)) (stop func()) {
+func (w *gpuWatch) run(ctx context.Context, add func(...events.Event), xid func(events.Xid)) (stop func()) {
 	if w.sampler == nil {
 		return func() {}
 	}
@@ -100,7 +103,7 @@ func (w *gpuWatch) run(ctx context.Context, add func(*events.Event), xid func(ev
 		w.sampler.Run(ctx, func(round []events.GPUSample) {
 			w.noteViews(round)
 			w.followNew(round)
-			add(&events.Event{Kind: events.KindGPUSamples, End: round[0].TimeNS, GPUs: round})
+			add(events.Event{Kind: events.KindGPUSamples, End: round[0].TimeNS, GPUs: round})
 		})
 	}()
 	go func() {
@@ -123,21 +126,17 @@ func (w *gpuWatch) close() {
 	}
 }
 
-// gpuProcesses returns the processes with a compute context on any of
-// gpus (attach --gpus), from NVML.
-func gpuProcesses(spec string) ([]int, []int, error) {
-	s, err := nvml.New(nvml.Open(), nvml.Config{})
+// processes returns the processes with a compute context on any of the
+// GPUs spec names (attach --gpus), from NVML, and watches those GPUs for
+// processes that come later.
+func (w *gpuWatch) processes(spec string) ([]int, error) {
+	gpus, err := nvml.ParseGPUs(spec, len(w.sampler.GPUs()))
 	if err != nil {
-		return nil, nil, fmt.Errorf("--gpus needs NVML: %w", err)
+		return nil, usageErr("--gpus: %v", err)
 	}
-	defer s.Close()
-	gpus, err := nvml.ParseGPUs(spec, len(s.GPUs()))
+	procs, err := w.sampler.ComputeProcesses()
 	if err != nil {
-		return nil, nil, usageErr("--gpus: %v", err)
-	}
-	procs, err := s.ComputeProcesses()
-	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	var pids []int
 	for pid, on := range procs {
@@ -147,15 +146,16 @@ func gpuProcesses(spec string) ([]int, []int, error) {
 	}
 	slices.Sort(pids)
 	if len(pids) == 0 {
-		return nil, nil, fmt.Errorf("no process has a compute context on GPU %s (nvidia-smi lists the GPUs' processes): start the job first, or give --pid", spec)
+		return nil, fmt.Errorf("no process has a compute context on GPU %s (nvidia-smi lists the GPUs' processes): start the job first, or give --pid", spec)
 	}
-	return pids, gpus, nil
+	w.watched = gpus
+	return pids, nil
 }
 
 // followNew attaches to the processes that opened a context on a watched
 // GPU since attach --gpus looked (a rank that loads its model late).
 func (w *gpuWatch) followNew(round []events.GPUSample) {
-	if w.follow == nil {
+	if w.follow == nil || len(w.watched) == 0 {
 		return
 	}
 	for _, smp := range round {

@@ -126,24 +126,17 @@ func openSession(f *profileFlags) (*probes.Session, error) {
 
 // profile follows the attached targets until ctx ends, the duration passes
 // or every target exits, then prints the summary.
-func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFlags, stdout, stderr io.Writer) error {
+func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFlags, gw *gpuWatch, stdout, stderr io.Writer) error {
 	live := report.NewLive(stderr, isTerminal(stderr))
 	if f.quiet {
 		live = report.NewLive(io.Discard, false)
 	}
-	gw, err := openGPUs(&f.gpu)
-	if err != nil {
-		return err
-	}
-	defer gw.close()
 	st, err := newStepper(f, live)
 	if err != nil {
 		return err
 	}
 	st.cfg.GPUs = gw.state
-	if len(f.gpu.watched) > 0 && gw.sampler != nil {
-		gw.watched, gw.follow, gw.seen = f.gpu.watched, sess.Follow, map[uint32]bool{}
-	}
+	gw.follow = sess.Follow
 	// Once steps are found, launches need counting only part of the time.
 	st.onAnchor = func(first bool, a correlate.Anchor) {
 		sess.SetStepThread(int(a.PID), a.TID)
@@ -211,9 +204,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 				lost = n
 			}
 		}
-		for i := range batch {
-			out.add(&batch[i])
-		}
+		out.add(batch...)
 	})
 	stopGPUs()
 	outErr := st.finish()

@@ -28,6 +28,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer sess.Close()
+	gw, err := openGPUs(&f.gpu, false)
+	if err != nil {
+		return err
+	}
+	defer gw.close()
 	cmd := exec.Command(fs.Arg(0), fs.Args()[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
 	// The job gets Ctrl-C from the terminal itself; gpuprof waits for it
@@ -43,7 +48,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		<-waited
 		return err
 	}
-	perr := profile(ctx, sess, []int{pid}, &f, stdout, stderr)
+	perr := profile(ctx, sess, []int{pid}, &f, gw, stdout, stderr)
 	// Detach before waiting: after --duration the job runs on unprobed.
 	if err := sess.Close(); err != nil {
 		perr = errors.Join(perr, err)

@@ -7,8 +7,9 @@ import (
 )
 
 // sink takes events from the probes and rounds from the GPU sampler, two
-// goroutines, one at a time and in one order: the trace (--record) holds
-// them as the steps saw them, so a replay cuts the same steps.
+// goroutines, one batch at a time and in one order: the trace (--record)
+// holds them as the steps saw them, so a replay cuts the same steps. The
+// stepper behind it sees one goroutine at a time.
 type sink struct {
 	mu       sync.Mutex
 	trace    *events.TraceWriter // nil: not recording
@@ -17,9 +18,16 @@ type sink struct {
 	seen     map[uint32]bool // processes whose identity was looked up
 }
 
-func (s *sink) add(e *events.Event) {
+// add takes a batch of events, in order.
+func (s *sink) add(batch ...events.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for i := range batch {
+		s.take(&batch[i])
+	}
+}
+
+func (s *sink) take(e *events.Event) {
 	if e.PID != 0 && !s.seen[e.PID] {
 		if s.seen == nil {
 			s.seen = map[uint32]bool{}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"sync"
 
 	"github.com/gpuprof/gpuprof/correlate"
 	"github.com/gpuprof/gpuprof/events"
@@ -26,8 +25,6 @@ type stepper struct {
 	// moves.
 	onAnchor func(first bool, a correlate.Anchor)
 	err      error
-	// mu serialises the event path with the GPU sampler's rounds.
-	mu sync.Mutex
 	// ranks are the processes' ranks in a distributed job (KindProcess).
 	ranks map[uint32]int
 }
@@ -80,8 +77,6 @@ func (s *stepper) pids() []uint32 {
 
 // add takes one event.
 func (s *stepper) add(e *events.Event) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	switch e.Kind {
 	case events.KindGPUSamples:
 		// The job's GPUs, shared by its processes' correlators.
@@ -131,8 +126,6 @@ func (s *stepper) found() bool {
 
 // finish closes the last steps and the outputs.
 func (s *stepper) finish() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, pid := range s.pids() {
 		s.emit(s.procs[pid].corr.Finish())
 	}
