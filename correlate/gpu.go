@@ -22,8 +22,9 @@ type GPUs struct {
 	xids     []events.Xid
 }
 
-// keepSamples bounds each GPU's history: a step longer than this many
-// sampling rounds is joined with its last keepSamples.
+// keepSamples bounds each GPU's history (to twice this): a step longer
+// than this many sampling rounds is joined with at least its last
+// keepSamples.
 const keepSamples = 256
 
 // NewGPUs returns an empty state for the GPUs sampled every interval.
@@ -37,7 +38,7 @@ func (g *GPUs) Add(round []events.GPUSample) {
 	seen := map[uint32][]int{}
 	for _, s := range round {
 		h := append(g.recent[s.GPU], s)
-		if len(h) > keepSamples {
+		if len(h) >= 2*keepSamples { // drop the older half at once, not one a round
 			h = slices.Delete(h, 0, len(h)-keepSamples)
 		}
 		g.recent[s.GPU] = h
@@ -165,21 +166,23 @@ func (g *GPUs) join(s *Step) {
 // during returns gpu's samples taken in (start, end], else the last before
 // end if it is at most two sampling rounds old.
 func (g *GPUs) during(gpu int, start, end uint64) []*events.GPUSample {
-	h := g.recent[gpu]
-	var out []*events.GPUSample
-	last := -1
-	for i := range h {
-		t := h[i].TimeNS
-		if t > end {
-			break
-		}
-		last = i
-		if t > start {
-			out = append(out, &h[i])
-		}
+	h := g.recent[gpu] // in time order
+	after := func(t uint64) int {
+		i, _ := slices.BinarySearchFunc(h, t, func(s events.GPUSample, t uint64) int {
+			if s.TimeNS <= t {
+				return -1
+			}
+			return 1
+		})
+		return i // the first sample taken after t
 	}
-	if len(out) == 0 && last >= 0 && end-h[last].TimeNS <= 2*g.interval {
-		out = append(out, &h[last])
+	from, to := after(start), after(end)
+	var out []*events.GPUSample
+	for i := from; i < to; i++ {
+		out = append(out, &h[i])
+	}
+	if len(out) == 0 && to > 0 && end-h[to-1].TimeNS <= 2*g.interval {
+		out = append(out, &h[to-1])
 	}
 	return out
 }
