@@ -28,11 +28,6 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer sess.Close()
-	gw, err := openGPUs(&f.gpu, false)
-	if err != nil {
-		return err
-	}
-	defer gw.close()
 	cmd := exec.Command(fs.Arg(0), fs.Args()[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
 	// The job gets Ctrl-C from the terminal itself; gpuprof waits for it
@@ -48,6 +43,15 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		<-waited
 		return err
 	}
+	// NVML after the attach: its Init can take seconds on a GPU without
+	// persistence mode, and the job is running.
+	gw, err := openGPUs(&f.gpu, false)
+	if err != nil {
+		cmd.Process.Signal(syscall.SIGTERM)
+		<-waited
+		return err
+	}
+	defer gw.close()
 	perr := profile(ctx, sess, []int{pid}, &f, gw, stdout, stderr)
 	// Detach before waiting: after --duration the job runs on unprobed.
 	if err := sess.Close(); err != nil {
