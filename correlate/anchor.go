@@ -36,11 +36,12 @@ type token struct {
 
 // threadTokens collects the calls of each thread.
 type threadTokens struct {
-	pid, tid uint32
-	toks     []token
-	elapsed  int // successful elapsed-time reads
-	launches uint64
-	toHost   int // syncs and device-to-host copies
+	pid, tid    uint32
+	lastReading uint64 // when its last elapsed-time reading of its own step returned
+	toks        []token
+	elapsed     int // successful elapsed-time reads
+	launches    uint64
+	toHost      int // syncs and device-to-host copies
 }
 
 func collect(items []item) []*threadTokens {
@@ -61,6 +62,16 @@ func collect(items []item) []*threadTokens {
 		a := e.Desc()
 		k := keyOf(a, e)
 		w := e.Launches + e.GraphLaunches
+		if k.class == cudaapi.ClassElapsed {
+			// A reading of events recorded before the thread's last
+			// reading times an earlier step (DistributedDataParallel's
+			// sampled timings): no mark of a step's end (builder.go).
+			if staleReading(&items[i], tt.lastReading) {
+				k = key{}
+			} else {
+				tt.lastReading = e.End
+			}
+		}
 		tt.toks = append(tt.toks, token{k: k, end: e.End, work: w})
 		tt.launches += uint64(w)
 		if k.class == cudaapi.ClassElapsed && e.OK() {

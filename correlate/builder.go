@@ -34,6 +34,54 @@ type builder struct {
 	// whether it is on now, complete whether it was on all through the
 	// current step.
 	counted, complete bool
+
+	// freshReading: the last elapsed-time reading that ended a step timed
+	// that step (its events were recorded after the step began). While
+	// they do, a reading of an earlier step's events is passed over
+	// (staleSkipped, at skippedAt).
+	freshReading, staleSkipped bool
+	skippedAt                  uint64
+	workSinceSkip              uint32
+}
+
+// staleReading says whether an elapsed-time reading times events recorded
+// before stepStart: an earlier step's. DistributedDataParallel times
+// forward and backward on some iterations and reads them at the next
+// forward; while the loop's own readings time the step they end, such a
+// reading is neither a boundary nor the step's compute. A loop that reads
+// its previous step's timing on purpose (to spare a sync) reads late
+// every step: then each of its readings is the boundary.
+func staleReading(it *item, stepStart uint64) bool {
+	return it.span[1] != 0 && it.span[1] <= stepStart
+}
+
+// elapsedBoundary says whether an elapsed-time reading of the boundary's
+// kind ends a step (see freshReading), given the step it is in.
+func (b *builder) elapsedBoundary(it *item, stepStart uint64) bool {
+	if b.staleSkipped {
+		// The reading after one passed over: the loop's own if it times
+		// work since; one more of the same batch if no work came between;
+		// else the loop reads its timings late, and this one ends a step.
+		switch {
+		case !staleReading(it, b.skippedAt):
+			b.staleSkipped, b.freshReading = false, it.span[1] != 0
+			return true
+		case b.workSinceSkip == 0:
+			return false
+		}
+		b.staleSkipped, b.freshReading = false, false
+		return true
+	}
+	switch stale := staleReading(it, stepStart); {
+	case stale && b.freshReading:
+		b.staleSkipped, b.skippedAt, b.workSinceSkip = true, it.ev.End, 0
+		return false
+	case stale:
+		b.freshReading = false
+	case it.span[1] != 0:
+		b.freshReading = true
+	}
+	return true
 }
 
 func newBuilder(a Anchor, counted bool, batch int) *builder {
@@ -81,6 +129,18 @@ func (b *builder) add(it *item) []Step {
 	k := keyOf(e.Desc(), e)
 	match := b.anchor.m.match(k)
 	work := e.Launches + e.GraphLaunches
+	if b.staleSkipped {
+		b.workSinceSkip += work
+	}
+	if match && e.Desc().Class == cudaapi.ClassElapsed {
+		// The step the reading is in: the pending one's cluster, or,
+		// past work, the next.
+		start := b.prevEnd
+		if b.pending && work > 0 {
+			start = b.pendingEnd
+		}
+		match = b.elapsedBoundary(it, start)
+	}
 	switch {
 	case b.byCalls && !match:
 		work = 1
@@ -201,7 +261,7 @@ func (b *builder) measure() Step {
 		case cudaapi.ClassFree:
 			s.FreeBytes += it.freed
 		case cudaapi.ClassElapsed:
-			if e.OK() {
+			if e.OK() && !(b.freshReading && staleReading(it, b.prevEnd)) {
 				readings = append(readings, *it)
 			}
 		}

@@ -1,6 +1,7 @@
 package correlate
 
 import (
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -64,6 +65,82 @@ func TestElapsedReadingsAnchorSteps(t *testing.T) {
 		if s.Index != i || (i > 0 && s.StartNS != steps[i-1].EndNS) {
 			t.Fatalf("steps not contiguous at %d: %+v", i, s)
 		}
+	}
+}
+
+func TestEarlierStepsReadingsAreNotBoundaries(t *testing.T) {
+	// DistributedDataParallel times its forward and backward with CUDA
+	// events on some iterations (the first ten, then every hundredth) and
+	// reads them at the next forward, after that step's data is in: those
+	// readings time the step before (torch 2.11, DDP's Logger on H200). They neither end a step nor count in
+	// its compute_time; the loop's own reading does both.
+	tr := newThread(100, 101, 0)
+	ddpTimed := func(i int) bool { return i >= 50 && i%25 == 0 } // the boundary found by then
+	for i := range 200 {
+		tr.idle(2 * ms)
+		for range 4 {
+			tr.call(t, "cudaMemcpyAsync", 20*us, 0xa000, 0xb000, 4<<20, 1, 0x55)
+		}
+		tr.launch(1, 5*us) // cat
+		if i > 0 && ddpTimed(i-1) {
+			tr.elapsed(t, 2, 0xd1, 0xd2) // forward, the step before
+			tr.elapsed(t, 3, 0xd2, 0xd3) // backward
+		}
+		tr.call(t, "cudaEventRecordWithFlags", 3*us, 0xe1, 0x55)
+		if ddpTimed(i) {
+			tr.call(t, "cudaEventRecordWithFlags", 3*us, 0xd1, 0x55)
+		}
+		tr.launch(60, 8*us)
+		if ddpTimed(i) {
+			tr.call(t, "cudaEventRecordWithFlags", 3*us, 0xd2, 0x55)
+		}
+		tr.launch(100, 8*us)
+		if ddpTimed(i) {
+			tr.call(t, "cudaEventRecordWithFlags", 3*us, 0xd3, 0x55)
+		}
+		tr.call(t, "cudaEventRecordWithFlags", 3*us, 0xe2, 0x55)
+		tr.call(t, "cudaMemcpyAsync", 10*us, 0xc000, 0xd000, 4, 2, 0x55)
+		tr.call(t, "cudaStreamSynchronize", 5*ms, 0x55)
+		tr.elapsed(t, 6, 0xe1, 0xe2)
+		tr.idle(50 * us)
+	}
+	c, steps := run(t, Config{}, tr.evs)
+	if a, _ := c.Anchor(); !strings.Contains(a.Calls, "elapsed") {
+		t.Fatalf("anchor %q, want the elapsed-time read", a.Calls)
+	}
+	if len(steps) != 199 {
+		t.Fatalf("%d steps, want 199: the earlier steps' readings cut steps", len(steps))
+	}
+	for _, s := range steps {
+		within(t, fmt.Sprintf("step %d compute_time", s.Index), s.ComputeTime, 0.006, 0.001)
+	}
+}
+
+func TestLaggingReadingsStillBoundaries(t *testing.T) {
+	// A loop that reads the previous step's timing events (no sync for
+	// them in this step): every reading times an earlier step, and each
+	// still ends one.
+	tr := newThread(100, 101, 0)
+	for i := range 100 {
+		tr.idle(2 * ms)
+		tr.call(t, "cudaMemcpyAsync", 20*us, 0xa000, 0xb000, 4<<20, 1, 0x55)
+		ev := uint64(0xe0 + 2*(i%2)) // two pairs in turn
+		tr.call(t, "cudaEventRecordWithFlags", 3*us, ev, 0x55)
+		tr.launch(80, 8*us)
+		tr.call(t, "cudaEventRecordWithFlags", 3*us, ev+1, 0x55)
+		tr.call(t, "cudaMemcpyAsync", 10*us, 0xc000, 0xd000, 4, 2, 0x55)
+		tr.call(t, "cudaStreamSynchronize", 3*ms, 0x55)
+		if i > 0 {
+			prev := uint64(0xe0 + 2*((i-1)%2))
+			tr.elapsed(t, 4, prev, prev+1)
+		}
+	}
+	c, steps := run(t, Config{}, tr.evs)
+	if a, _ := c.Anchor(); !strings.Contains(a.Calls, "elapsed") {
+		t.Fatalf("anchor %q, want the elapsed-time read", a.Calls)
+	}
+	if len(steps) < 97 {
+		t.Fatalf("%d steps of 99", len(steps))
 	}
 }
 
@@ -382,6 +459,35 @@ func TestSampledLaunchCounts(t *testing.T) {
 	// Up to 4 s and then 1 s in 10 of a ~16.4 s run: about a third.
 	if counted < 300 || counted > 700 {
 		t.Fatalf("%d of %d steps with launch counts", counted, len(steps))
+	}
+}
+
+func TestLearnedWhileLaunchesSampled(t *testing.T) {
+	// A process whose launches were sampled before its steps were found
+	// (launch counting switched for the whole job when another process
+	// found its steps): off at first, on for 1 s in 10. Steps are learned
+	// from the counted stretch only, and are cut in the off stretches
+	// before and after it: an uncounted stretch makes the whole step look
+	// like one cluster of calls.
+	tr := newThread(100, 101, 0)
+	for range 1200 {
+		pytorchStep(t, tr, 4*ms, 20*ms, 170, true)
+	}
+	evs := sample(tr.evs, 0, 10e9, 1e9) // off at 0, on 9-10 s, off, on 19-20 s...
+	if evs[0].Kind != events.KindLaunchProbes || evs[0].Out != 0 {
+		t.Fatalf("first event %+v, want launch probes off", evs[0])
+	}
+	c, steps := run(t, Config{}, evs)
+	if a, ok := c.Anchor(); !ok || a.Calls != "event elapsed-time read" {
+		t.Fatalf("anchor %+v, want the elapsed-time read", a)
+	}
+	if len(steps) < 1190 {
+		t.Fatalf("%d steps of 1200", len(steps))
+	}
+	for _, s := range steps {
+		if s.StepTime > 0.05 {
+			t.Fatalf("step %d lasts %.3fs: steps merged", s.Index, s.StepTime)
+		}
 	}
 }
 

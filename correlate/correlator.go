@@ -115,6 +115,11 @@ type Correlator struct {
 	engines      map[uint64]*engineThread // by pid<<32|tid
 	candidates   map[uint64]bool          // threads that may be engines, to learn at the next review
 	countedSince uint64                   // when launch counting last went on
+	countedUntil uint64                   // when it last went off after that; 0: on now
+	// learnMarks are the launch-probe markers seen while the boundary is
+	// still being learned: the buffer is cut into steps with each switch
+	// in its place once it is found.
+	learnMarks []events.Event
 
 	pools pools // the sample pool's readings
 
@@ -212,10 +217,14 @@ func (c *Correlator) Add(e *events.Event) []Step {
 	case events.KindLaunchProbes:
 		c.counted = e.Out == 1
 		if c.counted {
-			c.countedSince = e.End
+			c.countedSince, c.countedUntil = e.End, 0
+		} else if c.countedUntil == 0 {
+			c.countedUntil = e.End
 		}
 		if c.b != nil {
 			c.b.launchProbes(c.counted)
+		} else {
+			c.learnMarks = append(c.learnMarks, *e)
 		}
 		for _, en := range c.engines {
 			en.b.launchProbes(c.counted)
@@ -292,7 +301,7 @@ func (c *Correlator) Add(e *events.Event) []Step {
 func (c *Correlator) tryLearn(final bool) []Step {
 	now := c.buf[len(c.buf)-1].ev.End
 	c.lastTry, c.lastLen = now, len(c.buf)
-	anchor, ok := learn(c.buf, c.cfg, c.fixed)
+	anchor, ok := learn(c.lastCounted(c.buf), c.cfg, c.fixed)
 	if !ok {
 		c.prop = nil
 		return nil
@@ -308,17 +317,28 @@ func (c *Correlator) tryLearn(final bool) []Step {
 		}
 	}
 	c.prop = nil
-	c.b = newBuilder(anchor, c.counted, c.cfg.BatchSize)
+	marks := c.learnMarks
+	c.learnMarks = nil
+	counted := true // launch counting at the buffer's start
+	for len(marks) > 0 && marks[0].End <= c.buf[0].ev.End {
+		counted, marks = marks[0].Out == 1, marks[1:]
+	}
+	c.b = newBuilder(anchor, counted, c.cfg.BatchSize)
 	c.b.waitsObserved = c.waits
 	for i := range c.buf {
 		c.noteCandidate(&c.buf[i])
 	}
-	c.learnEngines(c.countedItems(c.buf))
+	c.learnEngines(c.lastCounted(c.buf))
 	var steps []Step
 	for i := range c.buf {
+		for len(marks) > 0 && marks[0].End <= c.buf[i].ev.End {
+			c.b.launchProbes(marks[0].Out == 1)
+			marks = marks[1:]
+		}
 		steps = append(steps, c.b.add(&c.buf[i])...)
 		c.toEngine(&c.buf[i])
 	}
+	c.b.launchProbes(c.counted)
 	c.window = append(c.window[:0], c.buf...)
 	c.lastReview = c.lastTry
 	c.buf = nil
@@ -392,6 +412,25 @@ func (c *Correlator) Finish() []Step {
 		steps = append(steps, c.b.finish()...)
 	}
 	return c.emit(steps)
+}
+
+// lastCounted returns the items of the last stretch in which launches
+// were counted: the boundary and engines' iterations are learned from
+// launch counts, and a stretch without them would make a whole step look
+// like calls with no work between.
+func (c *Correlator) lastCounted(items []item) []item {
+	if c.cfg.NoLaunchCounts {
+		return items
+	}
+	i := 0
+	for i < len(items) && items[i].ev.Start < c.countedSince {
+		i++
+	}
+	j := len(items)
+	for c.countedUntil != 0 && j > i && items[j-1].ev.End > c.countedUntil {
+		j--
+	}
+	return items[i:j]
 }
 
 // countedItems returns the items since launch counting last went on: those

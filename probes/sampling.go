@@ -23,69 +23,90 @@ type launchSampler struct {
 	since      time.Time // when the current phase began
 }
 
-// SampleLaunches starts counting launches only on of every period; on >=
-// period keeps counting every launch. Launch probes are attached in full
-// until this is called: finding the step boundary needs them.
-func (s *Session) SampleLaunches(period, on time.Duration) {
+// SampleLaunches starts counting pid's launches only on of every period;
+// on >= period keeps counting every launch. A process's launch probes are
+// attached in full until this is called for it: finding its step boundary
+// needs them, so one process of a job (an engine) finding its steps must
+// not thin out the launches of another (a rank still loading its model).
+func (s *Session) SampleLaunches(pid int, period, on time.Duration) {
 	if on >= period || !s.cfg.Launches {
 		return
 	}
-	s.sampler = launchSampler{enabled: true, period: period, on: on, since: time.Now()}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t := s.targets[pid]; t != nil {
+		t.sampler = launchSampler{enabled: true, period: period, on: on, since: time.Now()}
+	}
 }
 
-func (s *Session) launchesOn() bool { return s.cfg.Launches && !s.sampler.off }
+// launchesOn reports whether t's launches are being counted now.
+func (s *Session) launchesOn(t *target) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg.Launches && !t.sampler.off
+}
 
-// sampleLaunches switches the launch probes at phase ends and returns the
-// marker event that says so.
-func (s *Session) sampleLaunches(now time.Time) (events.Event, bool) {
-	sp := &s.sampler
-	if !sp.enabled {
-		return events.Event{}, false
+// sampleLaunches switches the targets' launch probes at their phase ends
+// and returns the marker events that say so, one a switched target.
+func (s *Session) sampleLaunches(now time.Time) []events.Event {
+	s.mu.Lock()
+	var due []*target
+	for _, t := range s.targets {
+		sp := &t.sampler
+		phase := sp.on
+		if sp.off {
+			phase = sp.period - sp.on
+		}
+		if sp.enabled && !t.exited && now.Sub(sp.since) >= phase {
+			due = append(due, t)
+		}
 	}
-	phase := sp.on
-	if sp.off {
-		phase = sp.period - sp.on
+	s.mu.Unlock()
+	var marks []events.Event
+	for _, t := range due {
+		marks = append(marks, s.switchLaunches(t, now))
 	}
-	if now.Sub(sp.since) < phase {
-		return events.Event{}, false
-	}
+	return marks
+}
+
+// switchLaunches attaches or detaches t's launch probes, the other of what
+// they are, and returns the marker.
+func (s *Session) switchLaunches(t *target, now time.Time) events.Event {
+	s.mu.Lock()
+	sp := &t.sampler
 	sp.since = now
 	sp.off = !sp.off
-	s.mu.Lock()
-	libs := []*attachedLib{}
-	pids := []int{}
-	for _, t := range s.targets {
-		for _, l := range t.libs {
-			libs = append(libs, l)
-			pids = append(pids, t.pid)
-		}
+	off := sp.off
+	libs := make([]*attachedLib, 0, len(t.libs))
+	for _, l := range t.libs {
+		libs = append(libs, l)
 	}
 	s.mu.Unlock()
 	// The marker must bracket the probes conservatively: "off" is stamped
 	// before the probes go, "on" once they are all in place, so that no
 	// event inside an "on" stretch misses launches.
-	mark := events.Event{Kind: events.KindLaunchProbes}
-	if sp.off {
+	mark := events.Event{Kind: events.KindLaunchProbes, PID: uint32(t.pid)}
+	if off {
 		mark.End = monotonicNow()
 	}
-	for i, l := range libs {
-		if sp.off {
+	for _, l := range libs {
+		if off {
 			closeLinks(l.launch)
 			l.launch = nil
 			continue
 		}
-		links, err := attachPrograms(s.objs, pids[i], l.plan, ProgLaunch)
+		links, err := attachPrograms(s.objs, t.pid, l.plan, ProgLaunch)
 		if err != nil {
-			s.cfg.Log.Warn("reattach launch probes", "file", l.plan.File.Path, "err", err)
+			s.cfg.Log.Warn("reattach launch probes", "pid", t.pid, "file", l.plan.File.Path, "err", err)
 			continue
 		}
 		l.launch = links
 	}
-	if !sp.off {
+	if !off {
 		mark.End, mark.Out = monotonicNow(), 1
 	}
 	mark.Start = mark.End
-	return mark, true
+	return mark
 }
 
 // monotonicNow reads CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.

@@ -51,7 +51,6 @@ type Session struct {
 	targets      map[int]*target
 	stats        Stats
 	closed       bool
-	sampler      launchSampler
 	lastChildren time.Time
 	follow       []int          // processes to attach to at the next poll (Follow)
 	marks        []events.Event // launch-probe markers and pool readings for the next batch
@@ -70,6 +69,7 @@ type target struct {
 	lastScan  time.Time
 	exited    bool
 	cudaReady bool
+	sampler   launchSampler // launch counting part of the time (sampling.go)
 }
 
 type attachedLib struct {
@@ -239,7 +239,7 @@ func (s *Session) scan(t *target) ([]LibraryPlan, error) {
 			return added, err
 		}
 		lib := &attachedLib{plan: lp, links: links}
-		if s.launchesOn() {
+		if s.launchesOn(t) {
 			if lib.launch, err = attachPrograms(s.objs, t.pid, lp, ProgLaunch); err != nil {
 				closeLinks(links)
 				return added, err
@@ -417,9 +417,9 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 		attached := s.rescan(rescan)
 		attached = append(attached, s.followChildren()...)
 		attached = append(attached, s.followNamed()...)
-		if mark, ok := s.sampleLaunches(time.Now()); ok {
+		if marks := s.sampleLaunches(time.Now()); len(marks) > 0 {
 			s.mu.Lock()
-			s.marks = append(s.marks, mark)
+			s.marks = append(s.marks, marks...)
 			s.mu.Unlock()
 		}
 		s.stats.Events += uint64(len(batch))

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -141,7 +142,8 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	st.onAnchor = func(first bool, a correlate.Anchor) {
 		sess.SetStepThread(int(a.PID), a.TID)
 		if first && f.launchDuty < 1 {
-			sess.SampleLaunches(launchCycle(f.launchDuty))
+			period, on := launchCycle(f.launchDuty)
+			sess.SampleLaunches(int(a.PID), period, on)
 		}
 	}
 	var trace *events.TraceWriter
@@ -209,7 +211,9 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	stopGPUs()
 	outErr := st.finish()
 	if errors.Is(runErr, probes.ErrTargetsExited) {
-		fmt.Fprintf(stderr, "gpuprof: %s exited\n", pidList(pids))
+		all := sess.PIDs() // with the processes followed (--children, --gpus)
+		slices.Sort(all)
+		fmt.Fprintf(stderr, "gpuprof: %s exited\n", pidList(all))
 		runErr = nil
 	}
 	sampling := ""
@@ -232,10 +236,15 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	return errors.Join(runErr, outErr, out.traceErr)
 }
 
+// pidList names processes, the first eight of them.
 func pidList(pids []int) string {
-	parts := make([]string, len(pids))
-	for i, p := range pids {
-		parts[i] = strconv.Itoa(p)
+	const shown = 8
+	parts := make([]string, 0, shown+1)
+	for _, p := range pids[:min(len(pids), shown)] {
+		parts = append(parts, strconv.Itoa(p))
+	}
+	if len(pids) > shown {
+		parts = append(parts, fmt.Sprintf("and %d more", len(pids)-shown))
 	}
 	return "PID " + strings.Join(parts, ", ")
 }

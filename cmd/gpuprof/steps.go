@@ -19,7 +19,8 @@ type stepper struct {
 	procs map[uint32]*procSteps
 	live  *report.Live
 	jsonl *report.JSONL
-	// marks are the launch-probe markers so far, for a process seen later.
+	// marks are the job-wide launch-probe markers so far (PID 0, older
+	// traces), for a process seen later.
 	marks []events.Event
 	// onAnchor is called when a process's step boundary is first found or
 	// moves.
@@ -93,8 +94,9 @@ func (s *stepper) add(e *events.Event) {
 		}
 		return
 	}
-	if e.Kind == events.KindLaunchProbes {
-		// Launch probes switch for every process at once.
+	if e.Kind == events.KindLaunchProbes && e.PID == 0 {
+		// Launch probes switched for every process at once (traces
+		// recorded before each process had its own launch sampling).
 		s.marks = append(s.marks, *e)
 		for _, pid := range s.pids() {
 			s.emit(s.procs[pid].corr.Add(e))
