@@ -3,6 +3,7 @@ package correlate
 import (
 	"fmt"
 	"math"
+	"strings"
 )
 
 // Verdict is the seed's answer to "why is the job slow?", with the numbers
@@ -57,6 +58,11 @@ func diagnose(s Summary) Verdict {
 		}
 		v.Evidence = append(v.Evidence, fmt.Sprintf("dispatch_wait median %s, %.0f%% of a step's %s%s",
 			msText(s.DispatchWait.P50), 100*share, msText(wall), where))
+		if sharedTensors(s) {
+			v.Next = append(v.Next, "the pool passes tensors through a multiprocessing queue: dispatch_wait is the gets' blocking part, "+
+				"rebuilding each tensor from shared memory counts as data time; --probe dispatch=py:multiprocessing.queues:Queue.get "+
+				"times whole gets (two debug traps a get)")
+		}
 	}
 	if s.Pool.N > 0 {
 		v.Evidence = append(v.Evidence, poolText(s))
@@ -170,6 +176,21 @@ func waitedOn(s Summary) string {
 		}
 	}
 	return ""
+}
+
+// sharedTensors says whether the step thread waited for tensors passed
+// through a multiprocessing queue, with no probe timing whole gets (its
+// waits would be named after the probe, MODULE:QUALNAME).
+func sharedTensors(s Summary) bool {
+	if s.Anchor == nil || !strings.HasPrefix(s.DispatchOn, "multiprocessing.") || strings.Contains(s.DispatchOn, ":") {
+		return false
+	}
+	for _, w := range s.Waits {
+		if w.TID == s.Anchor.TID && w.What == sharedTensorWait {
+			return true
+		}
+	}
+	return false
 }
 
 func msText(s float64) string {

@@ -61,6 +61,33 @@ func TestDispatchOnIsTheLoopsWait(t *testing.T) {
 	}
 }
 
+// TestSharedTensorsHint: a loop taking tensors from a multiprocessing
+// queue is told that rebuilding them counts as data time, and how to time
+// whole gets; not once a probe times them.
+func TestSharedTensorsHint(t *testing.T) {
+	for _, tc := range []struct {
+		on   string
+		hint bool
+	}{
+		{sharedTensorWait, true},
+		{"multiprocessing.Queue.get", true},
+		{"multiprocessing.queues:Queue.get", false}, // --probe dispatch=py:...
+	} {
+		c, _ := New(Config{})
+		c.sum.waits[waitKey{pid: 1, tid: 2, what: sharedTensorWait}] =
+			&WaitTotal{PID: 1, TID: 2, Kind: WaitDispatch, What: sharedTensorWait, Count: 10, Seconds: 0.02}
+		for range 10 {
+			c.sum.addStep(&Step{TID: 2, WallTime: 0.03, StepTime: 0.02, DispatchWait: 0.01, WaitedOn: tc.on, WaitsObserved: true})
+		}
+		s := c.Summary()
+		s.Anchor = &Anchor{PID: 1, TID: 2}
+		got := strings.Contains(strings.Join(Diagnose(s).Next, "; "), "--probe dispatch=py:multiprocessing.queues:Queue.get")
+		if got != tc.hint {
+			t.Errorf("waiting in %q: hint %v, want %v", tc.on, got, tc.hint)
+		}
+	}
+}
+
 // TestStockedPoolIsTrainingBound: a pool that never runs dry while
 // training does not wait is training-bound, even when the capacity
 // estimates come out close.

@@ -48,7 +48,7 @@ func classifyWait(e *events.Event) (WaitKind, string, uint64) {
 		return WaitDispatch, "time.sleep" + where, 0
 	}
 	kind, what, queue := classify(e.Frames)
-	if kind == WaitLock && (e.Name == "poll" || e.Name == "ppoll" || e.Name == "select" || e.Name == "pselect" || e.Name == "read") {
+	if kind == WaitLock && (e.Name == "poll" || e.Name == "ppoll" || e.Name == "select" || e.Name == "pselect" || e.Name == "read" || e.Name == "recvmsg") {
 		kind, what = WaitIO, e.Name+strings.TrimPrefix(what, "lock")
 	}
 	return kind, what, queue
@@ -108,6 +108,10 @@ func classify(frames []events.PyFrame) (WaitKind, string, uint64) {
 	return WaitLock, "lock", 0
 }
 
+// sharedTensorWait names a get waiting for its sender to pass a shared
+// tensor's descriptor (see blockingCall).
+const sharedTensorWait = "multiprocessing.resource_sharer (a shared tensor from its sender)"
+
 // blockingCall recognises the library functions a thread waits in for
 // something to arrive, or for room to put something.
 func blockingCall(f events.PyFrame) (string, WaitKind, bool) {
@@ -131,6 +135,11 @@ func blockingCall(f events.PyFrame) (string, WaitKind, bool) {
 		return "concurrent.futures." + fn, WaitDispatch, true
 	case strings.HasSuffix(file, "multiprocessing/connection.py") && (fn == "recv" || fn == "recv_bytes" || fn == "wait"):
 		return "multiprocessing.connection." + fn, WaitDispatch, true
+	case strings.HasSuffix(file, "multiprocessing/resource_sharer.py") && fn == "detach":
+		// A tensor taken from a multiprocessing queue (torch's
+		// file_descriptor sharing) is rebuilt from a descriptor its
+		// sender passes on request: the get waits for the sender.
+		return sharedTensorWait, WaitDispatch, true
 	}
 	return "", 0, false
 }

@@ -78,7 +78,14 @@ var (
 		// reading its workers' results) wait in select.poll or select.select
 		"poll", "ppoll", "select", "pselect",
 		// time.sleep (3.10 sleeps in select with no descriptors)
-		"clock_nanosleep", "nanosleep"}
+		"clock_nanosleep", "nanosleep",
+		// a blocking socket with no timeout is read without a poll first:
+		// a tensor from a multiprocessing queue has its shared memory's
+		// descriptor passed from the sending process, and waits on it in
+		// recvmsg. (Not recv and recvfrom: their first instruction is
+		// single-stepped in glibc 2.36-2.39, ~5 µs a call, and C code such
+		// as NCCL's and gloo's sockets calls them often.)
+		"recvmsg"}
 	condWaits = []string{"pthread_cond_timedwait", "pthread_cond_wait", "pthread_cond_clockwait"}
 )
 
