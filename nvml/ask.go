@@ -47,6 +47,15 @@ func (s *Sampler) askAs(g *gpu, f field, name string, call func() nvml.Return) b
 		}
 		g.askedOnce.add(f)
 	}
+	return s.askNow(g, f, name, call)
+}
+
+// askNow is askAs whatever the field's cadence: for a caller that needs
+// the answer now (attach --gpus listing processes), not a round.
+func (s *Sampler) askNow(g *gpu, f field, name string, call func() nvml.Return) bool {
+	if g.lost || g.unsupported.has(f) || s.calls.stuck() {
+		return false
+	}
 	ret, err := s.calls.do(name, g.info.Index, s.cfg.CallTimeout, call)
 	switch {
 	case err != nil:

@@ -96,7 +96,7 @@ func (s *Sampler) ComputeProcesses() (map[uint32][]int, error) {
 	listed := 0
 	for _, g := range s.gpus {
 		var infos []nvml.ProcessInfo
-		if !s.ask(g, fProcs, func() (r nvml.Return) { infos, r = g.dev.GetComputeRunningProcesses(); return }) {
+		if !s.askNow(g, fProcs, fields[fProcs].call, func() (r nvml.Return) { infos, r = g.dev.GetComputeRunningProcesses(); return }) {
 			continue
 		}
 		listed++

@@ -43,9 +43,17 @@ func attachCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer gw.close()
 	if *gpus != "" {
-		found, err := gw.processes(*gpus)
+		note := func(msg string) {
+			if !f.quiet {
+				fmt.Fprintln(stderr, msg)
+			}
+		}
+		found, waited, err := gw.waitProcesses(ctx, *gpus, f.duration, note)
 		if err != nil {
 			return err
+		}
+		if f.duration > 0 {
+			f.duration -= waited // -d is the whole run, the wait included
 		}
 		for _, p := range found {
 			if !slices.Contains(pids, p) {

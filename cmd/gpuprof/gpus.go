@@ -145,12 +145,38 @@ func (w *gpuWatch) processes(spec string) ([]int, error) {
 		}
 	}
 	slices.Sort(pids)
-	if len(pids) == 0 {
-		return nil, fmt.Errorf("no process has a compute context on GPU %s (nvidia-smi lists the GPUs' processes): start the job first, or give --pid", spec)
-	}
 	w.watched = gpus
 	return pids, nil
 }
+
+// waitProcesses is processes, waiting while there are none yet (gpuprof
+// started alongside a job whose ranks are still loading their models),
+// up to limit (0: until ctx ends). It returns how long it waited.
+func (w *gpuWatch) waitProcesses(ctx context.Context, spec string, limit time.Duration, note func(string)) ([]int, time.Duration, error) {
+	start := time.Now()
+	for noted := false; ; noted = true {
+		pids, err := w.processes(spec)
+		if err != nil || len(pids) > 0 {
+			return pids, time.Since(start), err
+		}
+		if !noted {
+			note(fmt.Sprintf("waiting for a process to open a compute context on GPU %s (nvidia-smi lists the GPUs' processes); Ctrl-C to stop", spec))
+		}
+		waited := time.Since(start)
+		if limit > 0 && waited >= limit {
+			return nil, waited, fmt.Errorf("no process opened a compute context on GPU %s in %v: start the job, or give --pid", spec, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, waited, fmt.Errorf("stopped before any process opened a compute context on GPU %s", spec)
+		case <-time.After(processPoll):
+		}
+	}
+}
+
+// processPoll is how often attach --gpus asks NVML for processes while it
+// waits for the first.
+const processPoll = 500 * time.Millisecond
 
 // followNew attaches to the processes that opened a context on a watched
 // GPU since attach --gpus looked (a rank that loads its model late).

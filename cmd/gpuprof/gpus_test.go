@@ -3,6 +3,7 @@ package main
 import (
 	"debug/elf"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,7 +92,7 @@ func TestStepsJoinedWithGPUs(t *testing.T) {
 		t.Error("replay of the recorded trace gave other steps (or GPU state) than the live run")
 	}
 
-	oneLine(t, gpuprofFake(t, "attach", "--gpus", "5"), 1, "no process has a compute context on GPU 5")
+	oneLine(t, gpuprofFake(t, "attach", "-q", "--gpus", "5", "-d", "1s"), 1, "no process opened a compute context on GPU 5 in 1s")
 	oneLine(t, gpuprofFake(t, "attach", "--gpus", "9"), 2, "--gpus")
 	oneLine(t, gpuprofFake(t, "attach", "--pid", itoa(os.Getpid()), "--group", "x=0-99"), 2, "--group x")
 }
@@ -179,14 +180,14 @@ func versionLess(a, b string) bool {
 	return false
 }
 
-// TestGPUsFollowsLateProcesses: with attach --gpus, a process that opens a
-// context on one of those GPUs after gpuprof started (a rank that loads
-// its model late) is attached to as well, and has its steps.
+// TestGPUsFollowsLateProcesses: attach --gpus started before the job
+// waits for its first process to open a context on those GPUs; a process
+// that opens one later (a rank that loads its model late) is attached to
+// as well, and each has its steps.
 func TestGPUsFollowsLateProcesses(t *testing.T) {
 	testenv.RequireRoot(t)
-	first := testenv.StartDemo(t, "--steps", "250", "--start-delay", "0.3")
 	pidsFile := filepath.Join(t.TempDir(), "pids")
-	if err := os.WriteFile(pidsFile, []byte(itoa(first.PID())), 0o644); err != nil {
+	if err := os.WriteFile(pidsFile, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	steps := filepath.Join(t.TempDir(), "steps.jsonl")
@@ -195,6 +196,15 @@ func TestGPUsFollowsLateProcesses(t *testing.T) {
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(700 * time.Millisecond) // attach is waiting, and nothing ends it
+	if stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid)); strings.Contains(string(stat), ") Z ") {
+		cmd.Wait()
+		t.Fatalf("attach --gpus with no process yet ended: %s", errb.String())
+	}
+	first := testenv.StartDemo(t, "--steps", "250", "--start-delay", "0.3")
+	if err := os.WriteFile(pidsFile, []byte(itoa(first.PID())), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(500 * time.Millisecond)
