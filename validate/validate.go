@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -89,6 +90,22 @@ func ReadJSONL(path string) ([]Row, error) {
 	return rows, sc.Err()
 }
 
+// Only returns the rows whose field is v, without the field (it is a
+// label, not a measure to compare); rows is left as it was. Rows without the field are
+// kept if keepUnlabelled: a one-process truth log has no rank.
+func Only(rows []Row, field string, v float64, keepUnlabelled bool) []Row {
+	var out []Row
+	for _, r := range rows {
+		x, ok := r.Fields[field]
+		if ok && x == v || !ok && keepUnlabelled {
+			r.Fields = maps.Clone(r.Fields)
+			delete(r.Fields, field)
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 func parseUint(n json.Number) (uint64, error) {
 	var u uint64
 	_, err := fmt.Sscan(n.String(), &u)
@@ -155,6 +172,11 @@ type FieldResult struct {
 // Result is a whole comparison.
 type Result struct {
 	Ours, Matched int
+	// Outside: our steps that ended before the truth's first step began
+	// (the job setting up: loading its model, broadcasting its weights)
+	// or after its last one ended, left out of Ours: the truth says
+	// nothing of them.
+	Outside int
 	// OneToOne: every one of our steps matched a distinct truth step and
 	// the matched truth steps are consecutive.
 	OneToOne bool
@@ -191,8 +213,9 @@ func Median(rows []Row, field string, skip int) (float64, bool) {
 // have, over truth steps numbered skip or later (warm-up excluded), plus
 // "period": the time from one step's start to the next's.
 func Compare(truth, ours []Row, skip int, tol float64, required []string) Result {
+	ours, outside := within(truth, ours)
 	ms := Align(truth, ours)
-	res := Result{Ours: len(ours), Matched: len(ms)}
+	res := Result{Ours: len(ours), Matched: len(ms), Outside: outside}
 	res.OneToOne = len(ms) == len(ours) && len(ms) > 0
 	for i := 1; i < len(ms) && res.OneToOne; i++ {
 		if ms[i].Truth.Step != ms[i-1].Truth.Step+1 {
@@ -243,6 +266,36 @@ func Compare(truth, ours []Row, skip int, tol float64, required []string) Result
 	}
 	sort.Slice(res.Fields, func(i, j int) bool { return res.Fields[i].Name < res.Fields[j].Name })
 	return res
+}
+
+// within returns our rows that end inside the truth's span, from its
+// first step's start to its last step's end (with a quarter of a step
+// of slack at the end, as Align matches), and how many were left out.
+func within(truth, ours []Row) ([]Row, int) {
+	if len(truth) == 0 {
+		return ours, 0
+	}
+	first, last := truth[0].Start, truth[0].End
+	var span uint64
+	for _, t := range truth {
+		if t.Start != 0 && (first == 0 || t.Start < first) {
+			first = t.Start
+		}
+		if t.End > last {
+			last, span = t.End, t.End-t.Start
+		}
+	}
+	if first == 0 { // a truth without starts: nothing to go by
+		return ours, 0
+	}
+	last += span / 4
+	var in []Row
+	for _, o := range ours {
+		if o.End >= first && o.End <= last {
+			in = append(in, o)
+		}
+	}
+	return in, len(ours) - len(in)
 }
 
 // isSeconds reports whether a field is a time in seconds.

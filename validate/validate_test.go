@@ -55,3 +55,37 @@ func TestReadJSONL(t *testing.T) {
 		t.Error("a line without t_end_ns read")
 	}
 }
+
+// TestOnlyOneRank keeps one rank's rows of a job's log, and the rows of a
+// truth log that has no ranks.
+func TestOnlyOneRank(t *testing.T) {
+	log := []Row{
+		{Step: 0, End: 1, Fields: map[string]float64{"rank": 0, "step_time": 1}},
+		{Step: 0, End: 2, Fields: map[string]float64{"rank": 1, "step_time": 2}},
+		{Step: 1, End: 3, Fields: map[string]float64{"step_time": 3}},
+	}
+	got := Only(log, "rank", 1, false)
+	if len(got) != 1 || got[0].End != 2 {
+		t.Fatalf("rank 1 of a ranked log: %+v", got)
+	}
+	if _, ok := got[0].Fields["rank"]; ok {
+		t.Errorf("the rank label is still a field to compare: %+v", got[0])
+	}
+	got = Only(log, "rank", 0, true)
+	if len(got) != 2 || got[0].End != 1 || got[1].End != 3 {
+		t.Fatalf("rank 0 keeping unlabelled rows: %+v", got)
+	}
+}
+
+// TestCompareLeavesOutStepsOutsideTheTruth: steps gpuprof cut while the
+// job set up (before the truth's first step) are counted apart, not held
+// against the match.
+func TestCompareLeavesOutStepsOutsideTheTruth(t *testing.T) {
+	truth := rows(100, 110, 120, 130, 140, 150, 160)
+	setup := []Row{{Step: 0, Start: 10, End: 40, Fields: map[string]float64{"step_time": 30e-9}}}
+	ours := append(setup, rows(100, 110, 120, 130, 140, 150, 160)...)
+	res := Compare(truth, ours, 0, 0.05, []string{"step_time"})
+	if res.Outside != 1 || res.Ours != 7 || !res.OneToOne {
+		t.Fatalf("%+v: want the set-up step left out and the rest one to one", res)
+	}
+}

@@ -16,6 +16,8 @@ func compareCmd(args []string, stdout, stderr io.Writer) error {
 	skip := fs.Int("skip", 5, "leave out truth steps numbered below this (warm-up)")
 	tol := fs.Float64("tolerance", 0.05, "largest relative difference of medians that passes")
 	required := fs.StringSlice("require", []string{"period", "compute_time", "step_time"}, "fields that must pass")
+	rank := fs.Int("rank", -1, "compare only this rank's steps (a job of several ranks: gpuprof's \"rank\", and the truth's if it has one)")
+	pid := fs.Int("pid", 0, "compare only this process's steps (gpuprof's \"pid\")")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -30,8 +32,22 @@ func compareCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("read steps: %w", err)
 	}
+	if *rank >= 0 {
+		truth = validate.Only(truth, "rank", float64(*rank), true)
+		ours = validate.Only(ours, "rank", float64(*rank), false)
+	}
+	if *pid > 0 {
+		ours = validate.Only(ours, "pid", float64(*pid), false)
+	}
+	if len(ours) == 0 {
+		return fmt.Errorf("no steps of gpuprof's in %s for that --rank or --pid: see its \"rank\" and \"pid\" fields", *stepsPath)
+	}
 	res := validate.Compare(truth, ours, *skip, *tol, *required)
-	fmt.Fprintf(stdout, "steps: gpuprof %d, matched to truth %d, one to one: %v\n", res.Ours, res.Matched, res.OneToOne)
+	fmt.Fprintf(stdout, "steps: gpuprof %d, matched to truth %d, one to one: %v", res.Ours, res.Matched, res.OneToOne)
+	if res.Outside > 0 {
+		fmt.Fprintf(stdout, " (%d more outside the truth's steps, left out)", res.Outside)
+	}
+	fmt.Fprintln(stdout)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "field\tsteps\ttruth median\tgpuprof median\tdiff\t\t")
 	floor := false
