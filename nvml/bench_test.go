@@ -35,6 +35,13 @@ func BenchmarkSampleRoundReal(b *testing.B) {
 	defer s.Close()
 	b.Logf("%d GPUs: %+v", len(s.GPUs()), s.GPUs()[0])
 	b.Run("round", func(b *testing.B) { benchRounds(b, s, 100*time.Millisecond) })
+	for _, every := range []time.Duration{500 * time.Millisecond, time.Second} {
+		b.Run("round-gpm-every-"+every.String(), func(b *testing.B) {
+			s.cfg.GPMEvery = every
+			defer func() { s.cfg.GPMEvery = gpmEvery }()
+			benchRounds(b, s, 100*time.Millisecond)
+		})
+	}
 	b.Run("idle", func(b *testing.B) { benchRounds(b, nil, 100*time.Millisecond) })
 	time.Sleep(100 * time.Millisecond) // GPM needs the time between samples
 	if smps := s.Sample(); len(smps) > 0 {

@@ -88,7 +88,7 @@ func (s *Sampler) readGPM(g *gpu, smp *events.GPUSample) {
 		return
 	}
 	now := s.cfg.Now()
-	if st.primed && now-st.at < uint64(gpmEvery) {
+	if st.primed && now-st.at < uint64(s.cfg.GPMEvery) {
 		// Within a GPM period of the last sample: the metrics of the last
 		// period stand (they are rates over it, as utilization is).
 		copyGPM(smp, &st.last)
@@ -107,7 +107,7 @@ func (s *Sampler) readGPM(g *gpu, smp *events.GPUSample) {
 	st.next, st.primed, st.at = 1-st.next, true, now
 }
 
-// gpmEvery is how often GPM samples are taken at most: each costs a trip
+// gpmEvery is how often GPM samples are taken at most, by default: each costs a trip
 // through the GPU's firmware (~0.1% of a core a sample a second on an
 // H200, BenchmarkSampleRoundReal), and SM activity over 200 ms says what a
 // step's GPU did as well as over 100.
