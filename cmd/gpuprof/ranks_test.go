@@ -1,0 +1,76 @@
+package main
+
+import (
+	"math"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/gpuprof/gpuprof/internal/testenv"
+	"github.com/gpuprof/gpuprof/validate"
+)
+
+// TestReplayRanks replays traces recorded on two H200s
+// (testdata/gpuhost/multi_pipeline.py: an engine process feeding one
+// trainer, or two DistributedDataParallel ranks, through torch
+// multiprocessing queues) and holds each rank's steps to that rank's own
+// log: steps one to one, compute time, period, throughput and pool within
+// 5%. DDP reads its own sampled timings at the next forward; those must
+// neither cut steps nor count as compute. (dispatch_wait and step_time are
+// not held: the logs time whole queue gets, of which gpuprof sees the
+// blocking part unless --probe names the get; README.)
+func TestReplayRanks(t *testing.T) {
+	traces, _ := filepath.Glob(filepath.Join(testenv.Root(), "testdata/traces/h200x2-ranks/*.trace.jsonl.gz"))
+	if len(traces) == 0 {
+		t.Fatal("no traces under testdata/traces/h200x2-ranks")
+	}
+	for _, trace := range traces {
+		name := strings.TrimSuffix(filepath.Base(trace), ".trace.jsonl.gz")
+		truths, _ := filepath.Glob(strings.TrimSuffix(trace, ".trace.jsonl.gz") + ".truth-rank*.jsonl.gz")
+		if len(truths) == 0 {
+			t.Fatalf("%s: no truth-rank files beside it", name)
+		}
+		first, err := validate.ReadJSONL(truths[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		capacity, _ := validate.Median(first, "train_capacity", 5)
+		stepTime, _ := validate.Median(first, "step_time", 5)
+		batch := int(math.Round(capacity * stepTime))
+		steps := filepath.Join(t.TempDir(), "steps.jsonl")
+		if r := gpuprof(t, "replay", trace, "--batch-size", itoa(batch), "--jsonl", steps); r.code != 0 {
+			t.Fatalf("%s: replay: %+v", name, r)
+		}
+		ours, err := validate.ReadJSONL(steps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range truths {
+			rank := strings.TrimSuffix(path[strings.LastIndex(path, "rank")+len("rank"):], ".jsonl.gz")
+			t.Run(name+"/rank"+rank, func(t *testing.T) {
+				truth, err := validate.ReadJSONL(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n, err := strconv.Atoi(rank)
+				if err != nil {
+					t.Fatalf("%s: rank %q", path, rank)
+				}
+				r := float64(n)
+				mine := validate.Only(ours, "rank", r, false)
+				res := validate.Compare(validate.Only(truth, "rank", r, true), mine, 5, 0.05,
+					[]string{"period", "compute_time", "thru", "pool"})
+				for _, f := range res.Fields {
+					t.Logf("%-15s truth %.6f gpuprof %.6f (%+.2f%%) required=%v", f.Name, f.Truth, f.Ours, 100*(f.Ours-f.Truth)/f.Truth, f.Required)
+				}
+				// The log's first step ends at gpuprof's first boundary,
+				// which opens gpuprof's first step.
+				if !res.Pass() || res.Matched < len(truth)-1 {
+					t.Errorf("rank %s: %d steps (%d matched of the log's %d, one to one %v) do not match its log within 5%%",
+						rank, res.Ours, res.Matched, len(truth), res.OneToOne)
+				}
+			})
+		}
+	}
+}
