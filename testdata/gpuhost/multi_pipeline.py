@@ -13,9 +13,13 @@ DIR/truth-rank{R}.jsonl: one line a step, spec_pipeline.py's fields (step,
 t_start_ns, t_data_end_ns, t_end_ns, step_time, data_time, compute_time,
 dispatch_wait, train_capacity, thru, pool) plus rank. DIR/engine.jsonl: one
 line an engine iteration (t0_ns, t1_ns), for I. --slow-rank R --slow-ms MS
-makes rank R spend MS more a step loading data: the straggler gpuprof
-should name. Not yet run (written before a two-GPU host was lent): check it
-there first with --steps 50.
+makes rank R spend MS more of CPU a step preparing its samples: the
+straggler gpuprof should name.
+
+Each trainer's samples are tensors through a torch multiprocessing queue:
+taking one asks the engine process for its shared memory's descriptor
+(multiprocessing.resource_sharer), so a get waits on the engine even when
+the queue is full.
 """
 import argparse, json, os, queue, sys, time
 
@@ -75,7 +79,11 @@ def trainer(rank, args, queues, done):
                     hs = hs.clone()
                 samples.append(hs.pin_memory().to(gpu, non_blocking=True))
             if rank == args.slow_rank:
-                time.sleep(args.slow_ms / 1e3)
+                # Preparing its samples takes it longer: CPU work, not a
+                # wait (a sleep would read as waiting for samples).
+                end = time.perf_counter() + args.slow_ms / 1e3
+                while time.perf_counter() < end:
+                    pass
             x = torch.cat(samples)
             t_data = time.monotonic_ns()
             begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -123,10 +131,11 @@ def main():
     for rank in range(args.ranks):
         # torchrun's environment, in the rank's own /proc/PID/environ: a
         # spawned process starts with the parent's environment as it is now.
-        os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank))
+        # torchrun also sets OMP_NUM_THREADS=1 for several ranks a host.
+        os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), OMP_NUM_THREADS="1")
         procs.append(ctx.Process(target=trainer, args=(rank, args, queues, done), name=f"rank{rank}"))
         procs[-1].start()
-    for k in ("RANK", "LOCAL_RANK"):
+    for k in ("RANK", "LOCAL_RANK", "OMP_NUM_THREADS"):
         os.environ.pop(k)
     procs[0].start()
     print(json.dumps({"pids": {p.name: p.pid for p in procs}}), flush=True)

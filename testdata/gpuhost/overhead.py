@@ -29,8 +29,15 @@ Each window also reports the CPU the job used (user and system, from
 /proc/PID/stat: a uprobe's trap and BPF program count as the job's system
 time) and, for "on" windows, the CPU gpuprof itself used. --gpuprof-cpus
 runs gpuprof under taskset, --job-cpus the pipeline, to keep them apart.
+
+--job CMD runs another job instead of spec_pipeline.py (MODE is then only
+a label): a command line in which {out} is a directory for its truth
+files, --truth NAME the one (in that directory) whose steps are counted.
+gpuprof attaches to the command's process; give --children in the attach
+flags to follow the processes it starts (multi_pipeline.py's ranks and
+engine), whose CPU counts as the job's.
 """
-import argparse, json, os, random, statistics, subprocess, sys, tempfile, time
+import argparse, json, os, random, shlex, signal, statistics, subprocess, sys, tempfile, time
 
 ap = argparse.ArgumentParser()
 ap.add_argument("workload")
@@ -41,6 +48,8 @@ ap.add_argument("seconds", nargs="?", type=float, default=5.0)
 ap.add_argument("--config", action="append", default=[], help="NAME=ATTACH FLAGS (repeat)")
 ap.add_argument("--gpuprof-cpus", default=os.environ.get("GPUPROF_CPUS", ""))
 ap.add_argument("--job-cpus", default="")
+ap.add_argument("--job", default="", help="a job command line instead of spec_pipeline.py; {out}: a directory for its truth files")
+ap.add_argument("--truth", default="truth.jsonl", help="with --job: the truth file in {out} whose steps are counted")
 args, extra = ap.parse_known_args()
 configs = [(c.split("=", 1)[0], c.split("=", 1)[1].split() if "=" in c else []) for c in args.config]
 if not configs:
@@ -48,14 +57,18 @@ if not configs:
 secs, LEARN = args.seconds, 3.0
 tick = os.sysconf("SC_CLK_TCK")
 tmp = tempfile.mkdtemp()
-truth = os.path.join(tmp, "truth.jsonl")
+truth = os.path.join(tmp, args.truth)
 windows = 2 * args.alternations * len(configs) + 1
 steps = int(windows * secs * 150) + 2000
 pin_job = ["taskset", "-c", args.job_cpus] if args.job_cpus else []
 pin_gpuprof = ["taskset", "-c", args.gpuprof_cpus] if args.gpuprof_cpus else []
-pipe = subprocess.Popen(pin_job + [sys.executable, os.path.join(args.workload, "spec_pipeline.py"), "--mode", args.mode,
-                                   "--steps", str(steps), "--truth", truth, "--start-delay", "0"],
-                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+if args.job:
+    job = shlex.split(args.job.replace("{out}", tmp))
+else:
+    job = [sys.executable, os.path.join(args.workload, "spec_pipeline.py"), "--mode", args.mode,
+           "--steps", str(steps), "--truth", truth, "--start-delay", "0"]
+# Its own process group: the processes it starts end with it.
+pipe = subprocess.Popen(pin_job + job, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 
 def lines():
@@ -66,11 +79,31 @@ def lines():
         return 0
 
 
+def tree(pid):
+    """pid and the processes under it."""
+    out = [pid]
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                for child in f.read().split():
+                    out += tree(int(child))
+    except OSError:
+        pass
+    return out
+
+
 def job_cpu():
-    """The job's user and system CPU seconds so far (all its threads)."""
-    with open(f"/proc/{pipe.pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) / tick, int(fields[12]) / tick
+    """The job's user and system CPU seconds so far (all its threads and
+    processes running now)."""
+    user = sys_ = 0.0
+    for pid in tree(pipe.pid):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        user, sys_ = user + int(fields[11]) / tick, sys_ + int(fields[12]) / tick
+    return user, sys_
 
 
 def children_cpu():
@@ -103,7 +136,7 @@ for i in range(args.alternations):
         window("off", None)
         window(name, flags)
 window("off", None)
-pipe.kill()
+os.killpg(pipe.pid, signal.SIGKILL)
 pipe.wait()
 
 rows = [json.loads(l) for l in open(truth)]
