@@ -43,6 +43,9 @@ const (
 	// environment: Args[0] its rank + 1, Args[1] its local rank + 1 (0:
 	// not given), Args[2] the world size (0: not given).
 	KindProcess Kind = 11
+	// KindXid is an Xid error the driver reported (NVML), at End: Args[0]
+	// the GPU's NVML index, Args[1] the Xid. PID and TID are 0.
+	KindXid Kind = 12
 )
 
 // PyFrame is one Python frame: the function's qualified name and file,

@@ -65,6 +65,14 @@ type Xid struct {
 	Code   uint64
 }
 
+// Event is the Xid as an event (KindXid), for the trace.
+func (x Xid) Event() Event {
+	return Event{Kind: KindXid, Start: x.TimeNS, End: x.TimeNS, Args: [5]uint64{uint64(x.GPU), x.Code}}
+}
+
+// XidOf reads a KindXid event.
+func XidOf(e *Event) Xid { return Xid{TimeNS: e.End, GPU: int(e.Args[0]), Code: e.Args[1]} }
+
 // Has says whether a GPUSample float field was read.
 func Has(v float64) bool { return !math.IsNaN(v) }
 

@@ -61,7 +61,8 @@ type traceLine struct {
 
 var kindNames = map[Kind]string{KindCall: "call", KindKernelName: "kernel_name", KindLibLoad: "lib_load",
 	KindLaunchProbes: "launch_probes", KindPyWait: "py_wait", KindPyAttached: "py_attached", KindPyGIL: "py_gil",
-	KindPool: "pool", KindWrite: "write", KindGPUSamples: "gpu_samples", KindProcess: "process"}
+	KindPool: "pool", KindWrite: "write", KindGPUSamples: "gpu_samples", KindProcess: "process",
+	KindXid: "xid"}
 
 // TraceWriter writes events to a trace file.
 type TraceWriter struct {
@@ -98,7 +99,7 @@ func (w *TraceWriter) Write(e *Event) error {
 	l := traceLine{Kind: kindNames[e.Kind], PID: e.PID, TID: e.TID, Start: e.Start, End: e.End,
 		Launches: e.Launches, GraphLaunches: e.GraphLaunches, LaunchFirst: e.LaunchFirst,
 		LaunchLast: e.LaunchLast, Args: e.Args, Ret: e.Ret, Out: e.Out, Pool: e.Pool, PoolState: e.PoolState, PoolGets: e.PoolGets, Name: e.Name, Frames: e.Frames, GPUs: e.GPUs}
-	if a, ok := cudaapi.ByID(e.API); ok && e.Kind != KindGPUSamples && e.Kind != KindProcess {
+	if a, ok := cudaapi.ByID(e.API); ok && e.Kind != KindGPUSamples && e.Kind != KindProcess && e.Kind != KindXid {
 		l.API = a.Name
 	} else if e.API >= cudaapi.UserBase {
 		l.API = fmt.Sprintf("user:%d", e.API-cudaapi.UserBase)

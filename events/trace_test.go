@@ -17,6 +17,7 @@ func TestTraceRoundTrip(t *testing.T) {
 		{Kind: KindKernelName, API: name.ID, PID: 1, TID: 2, Start: 30, End: 30, Out: 0xabc, Name: "gemm"},
 		{Kind: KindLibLoad, PID: 1, TID: 2, Start: 40, End: 40},
 		{Kind: KindLaunchProbes, Start: 50, End: 50, Out: 1},
+		Xid{TimeNS: 60, GPU: 3, Code: 79}.Event(),
 	}
 	for _, name := range []string{"t.jsonl", "t.jsonl.gz"} {
 		path := filepath.Join(t.TempDir(), name)

@@ -18,8 +18,14 @@ import (
 // named (comma-separated) in GPUPROF_FAKE_NVML_PIDS, and those in the file
 // GPUPROF_FAKE_NVML_PIDS_FILE names as it reads when asked: a test adds a
 // process there to have it open a context on GPU 0 later.
+// GPUPROF_FAKE_NVML_XID=GPU:XID has the driver report that Xid once.
 func Open() Library {
 	h := nvmlfake.NewHost()
+	if gpu, code, ok := strings.Cut(os.Getenv("GPUPROF_FAKE_NVML_XID"), ":"); ok {
+		g, _ := strconv.Atoi(gpu)
+		x, _ := strconv.ParseUint(code, 10, 64)
+		h.Xids <- nvml.EventData{Device: h.Devs[g], EventType: nvml.EventTypeXidCriticalError, EventData: x}
+	}
 	for i, d := range h.Devs {
 		if i != 0 {
 			d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS }

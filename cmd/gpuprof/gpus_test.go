@@ -32,7 +32,7 @@ func TestStepsJoinedWithGPUs(t *testing.T) {
 	trace := filepath.Join(t.TempDir(), "trace.jsonl.gz")
 	cmd := exec.Command(fakeNVMLBin, "attach", "--gpus", "0", "--jsonl", steps, "--record", trace, "--nvml-interval", "20ms",
 		"--group", "target=0-4", "--group", "drafter=5-7")
-	cmd.Env = append(os.Environ(), "GPUPROF_FAKE_NVML_PIDS="+itoa(demo.PID()))
+	cmd.Env = append(os.Environ(), "GPUPROF_FAKE_NVML_PIDS="+itoa(demo.PID()), "GPUPROF_FAKE_NVML_XID=3:79")
 	r := runCommand(t, cmd)
 	if r.code != 0 {
 		t.Fatalf("attach --gpus 0: %+v", r)
@@ -45,6 +45,7 @@ func TestStepsJoinedWithGPUs(t *testing.T) {
 		"GPU clocks slowed: software power cap in 100% of steps",
 		"GPUs (NVML", itoa(demo.PID()) + " (cuda:0)",
 		"GPU groups (--group):", "target", "drafter",
+		"gpu 3 (GPU-", "Xid 79",
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("summary lacks %q:\n%s", want, r.stdout)
@@ -85,8 +86,9 @@ func TestStepsJoinedWithGPUs(t *testing.T) {
 	// The GPU rounds are in the trace: a replay joins the same steps with
 	// the same GPU state (by the plain binary: no NVML needed to replay).
 	replayed := filepath.Join(t.TempDir(), "replayed.jsonl")
-	if r := gpuprof(t, "replay", trace, "--jsonl", replayed); r.code != 0 || !strings.Contains(r.stdout, "GPUs (NVML") {
-		t.Fatalf("replay: %+v", r)
+	if r := gpuprof(t, "replay", trace, "--jsonl", replayed); r.code != 0 || !strings.Contains(r.stdout, "GPUs (NVML") ||
+		!strings.Contains(r.stdout, "Xid 79") {
+		t.Fatalf("replay, want the GPUs and the Xid the live run saw: %+v", r)
 	}
 	if again, _ := os.ReadFile(replayed); string(again) != string(b) {
 		t.Error("replay of the recorded trace gave other steps (or GPU state) than the live run")

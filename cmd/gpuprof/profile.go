@@ -186,11 +186,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		defer stats.Close()
 	}
 	out := &sink{trace: trace, st: st}
-	stopGPUs := gw.run(ctx, out.add, func(x events.Xid) {
-		out.mu.Lock()
-		defer out.mu.Unlock()
-		gw.state.AddXid(x)
-	})
+	stopGPUs := gw.run(ctx, out.add, func(x events.Xid) { out.add(x.Event()) })
 	start := time.Now()
 	var lost uint64
 	lastCheck := start

@@ -85,6 +85,11 @@ func (s *stepper) add(e *events.Event) {
 			s.cfg.GPUs.Add(e.GPUs)
 		}
 		return
+	case events.KindXid:
+		if s.cfg.GPUs != nil {
+			s.cfg.GPUs.AddXid(events.XidOf(e))
+		}
+		return
 	case events.KindProcess:
 		if e.Args[0] > 0 {
 			if s.ranks == nil {
