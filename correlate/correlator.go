@@ -367,7 +367,7 @@ func (c *Correlator) review(it *item) []Step {
 		cut++
 	}
 	c.window = append(c.window[:0], c.window[cut:]...)
-	c.learnEngines(c.countedItems(c.window))
+	c.learnEngines(c.lastCounted(c.window))
 	if c.cfg.Thread != 0 {
 		return nil
 	}
@@ -431,19 +431,6 @@ func (c *Correlator) lastCounted(items []item) []item {
 		j--
 	}
 	return items[i:j]
-}
-
-// countedItems returns the items since launch counting last went on: those
-// an engine's iterations can be learned from.
-func (c *Correlator) countedItems(items []item) []item {
-	if c.cfg.NoLaunchCounts {
-		return items
-	}
-	i := 0
-	for i < len(items) && items[i].ev.Start < c.countedSince {
-		i++
-	}
-	return items[i:]
 }
 
 func (c *Correlator) emit(steps []Step) []Step {
