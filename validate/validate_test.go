@@ -33,6 +33,21 @@ func TestAlignOneToOne(t *testing.T) {
 	if res := Compare(truth, merged, 0, 0.05, nil); res.OneToOne {
 		t.Fatalf("merged steps passed as one to one: %+v", res)
 	}
+	// A step gpuprof cut in two (one cut in the middle of a truth step)
+	// breaks it too: only one half can match.
+	split := append([]Row{}, ours[:2]...)
+	split = append(split, Row{Step: 2, Start: ours[2].Start, End: ours[2].Start + 5}, Row{Step: 3, Start: ours[2].Start + 5, End: ours[2].End})
+	split = append(split, ours[3:]...)
+	if res := Compare(truth, split, 0, 0.05, nil); res.OneToOne || res.Matched != 5 {
+		t.Fatalf("a split step passed as one to one: %+v", res)
+	}
+	// A step that ended late (the loop preempted before it took its end
+	// time) still matches, up to half a step.
+	late := append([]Row{}, ours...)
+	late[2].End = truth[3].End - 4
+	if res := Compare(truth, late, 0, 0.05, nil); !res.OneToOne {
+		t.Fatalf("a step 4 of 10 ns off its log's end did not match: %+v", res)
+	}
 	// A required field absent from one side fails.
 	if res := Compare(truth, ours, 0, 0.05, []string{"compute_time"}); res.Pass() {
 		t.Fatal("missing required field passed")

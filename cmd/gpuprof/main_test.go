@@ -171,7 +171,33 @@ func compareWithTruth(t *testing.T, truthPath, stepsPath string, required ...str
 	for _, f := range res.Fields {
 		t.Logf("%-14s truth %.6f gpuprof %.6f (%+.2f%%) required=%v", f.Name, f.Truth, f.Ours, 100*(f.Ours-f.Truth)/f.Truth, f.Required)
 	}
+	if !res.OneToOne {
+		logUnmatched(t, truth, ours)
+	}
 	return res
+}
+
+// logUnmatched says which of our steps matched no step of the log, and
+// which log steps they fell in, for a failure seen once in many runs.
+func logUnmatched(t *testing.T, truth, ours []validate.Row) {
+	t.Helper()
+	matched := map[uint64]bool{}
+	for _, m := range validate.Align(truth, ours) {
+		matched[m.Ours.End] = true
+	}
+	for _, o := range ours {
+		if matched[o.End] {
+			continue
+		}
+		in := -1
+		for _, tr := range truth {
+			if tr.Start <= o.End && o.End <= tr.End {
+				in = tr.Step
+			}
+		}
+		t.Logf("unmatched step %d: %d..%d ns (%.3f ms, step_time %.6f), inside log step %d",
+			o.Step, o.Start, o.End, float64(o.End-o.Start)/1e6, o.Fields["step_time"], in)
+	}
 }
 
 // attachToPipeline runs testdata/python/pipeline.py with args, attaches
@@ -188,6 +214,10 @@ func attachToPipeline(t *testing.T, python string, args []string, flags ...strin
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { py.Process.Kill(); py.Wait() })
+	if os.Getenv("GPUPROF_TEST_KEEP") != "" {
+		// The events too, for gpuprof replay to cut again.
+		flags = append(flags, "--record", filepath.Join(t.TempDir(), "trace.jsonl.gz"))
+	}
 	keepOnFailure(t, append([]string{truth, steps}, flags...)...)
 	time.Sleep(300 * time.Millisecond)
 	r = gpuprof(t, append([]string{"attach", "-q", "--pid", itoa(py.Process.Pid), "--jsonl", steps}, flags...)...)
