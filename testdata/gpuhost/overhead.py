@@ -11,7 +11,7 @@ the window. With several --config, the "on" windows take them in turn
 configuration is measured in the same run under the same conditions.
 Each window leaves out 0.5 s at both ends (attach, detach) and reports the
 truth file's steps ending in it per second, and their median step_time.
-"Steady" leaves out the first LEARN seconds of each "on" window as well:
+"Steady" leaves out the first --learn seconds (default 3) of each "on" window as well:
 while gpuprof finds the step boundary it counts every kernel launch, then
 only --launch-duty of the time; a long-running attach is in that state.
 Each "on" window is compared with the mean of the "off" windows on either
@@ -50,11 +50,12 @@ ap.add_argument("--gpuprof-cpus", default=os.environ.get("GPUPROF_CPUS", ""))
 ap.add_argument("--job-cpus", default="")
 ap.add_argument("--job", default="", help="a job command line instead of spec_pipeline.py; {out}: a directory for its truth files")
 ap.add_argument("--truth", default="truth.jsonl", help="with --job: the truth file in {out} whose steps are counted")
+ap.add_argument("--learn", type=float, default=3.0, help="seconds of each on window left out of 'steady' (gpuprof finding the steps)")
 args, extra = ap.parse_known_args()
 configs = [(c.split("=", 1)[0], c.split("=", 1)[1].split() if "=" in c else []) for c in args.config]
 if not configs:
     configs = [(" ".join(extra) or "default", extra)]
-secs, LEARN = args.seconds, 3.0
+secs, LEARN = args.seconds, args.learn
 tick = os.sysconf("SC_CLK_TCK")
 tmp = tempfile.mkdtemp()
 truth = os.path.join(tmp, args.truth)
@@ -125,8 +126,11 @@ def window(name, flags):
     elif flags == ["@idle"]:
         subprocess.run(pin_gpuprof + ["sleep", str(secs)], check=True)
     else:
-        subprocess.run(pin_gpuprof + [args.gpuprof, "attach", "--pid", str(pipe.pid), "-d", f"{secs}s", "-q"] + flags,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        r = subprocess.run(pin_gpuprof + [args.gpuprof, "attach", "--pid", str(pipe.pid), "-d", f"{secs}s", "-q"] + flags,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            # Say why, and go on: one failed window is not the whole run.
+            print(f"{name}: gpuprof attach exit {r.returncode}: {r.stderr.strip()[-400:]}", file=sys.stderr, flush=True)
     c1 = job_cpu()
     spans.append((name, t0, time.monotonic_ns(), (c1[0] - c0[0], c1[1] - c0[1]), children_cpu() - g0))
 
