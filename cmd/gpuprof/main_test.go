@@ -492,32 +492,36 @@ func TestChildrenEachWithTheirSteps(t *testing.T) {
 	if len(byPID) != 2 {
 		t.Fatalf("steps from %d processes, want the 2 trainers:\n%s", len(byPID), r.stdout)
 	}
-	matched := 0
 	slowest, slowestWall := 0, 0.0
+	taken := map[int]bool{}
 	for rank, name := range []string{"a", "b"} {
 		truth, _ := validate.ReadJSONL(filepath.Join(tmp, name+".jsonl"))
-		for pid, rows := range byPID {
-			res := validate.Compare(truth, rows, 5, 0.05, []string{"period", "compute_time", "step_time"})
-			if res.Matched > len(truth)/2 {
-				matched++
-				for _, row := range rows {
-					if got, ok := row.Fields["rank"]; !ok || int(got) != rank {
-						t.Fatalf("trainer %s (RANK=%d): a step labelled rank %v (present %v)", name, rank, got, ok)
-					}
-				}
-				for _, f := range res.Fields {
-					if f.Name == "period" && f.Truth > slowestWall {
-						slowest, slowestWall = pid, f.Truth
-					}
-				}
-				if !res.Pass() {
-					t.Errorf("trainer %s: %d steps, %d matched, one to one %v: %+v", name, res.Ours, res.Matched, res.OneToOne, res.Fields)
-				}
+		// The trainer is the process whose steps all match its log, one
+		// to one (another's, denser, may match many of its steps too).
+		pid, res := 0, validate.Result{}
+		for p, rows := range byPID {
+			r := validate.Compare(truth, rows, 5, 0.05, []string{"period", "compute_time", "step_time"})
+			if r.OneToOne && !res.OneToOne || r.OneToOne == res.OneToOne && r.Matched > res.Matched {
+				pid, res = p, r
 			}
 		}
-	}
-	if matched != 2 {
-		t.Fatalf("%d trainers matched a process's steps, want 2", matched)
+		if res.Matched <= len(truth)/2 || taken[pid] {
+			t.Fatalf("trainer %s: no process's steps match its log (best: PID %d, %d of %d)", name, pid, res.Matched, len(truth))
+		}
+		taken[pid] = true
+		for _, row := range byPID[pid] {
+			if got, ok := row.Fields["rank"]; !ok || int(got) != rank {
+				t.Fatalf("trainer %s (RANK=%d): a step labelled rank %v (present %v)", name, rank, got, ok)
+			}
+		}
+		for _, f := range res.Fields {
+			if f.Name == "period" && f.Truth > slowestWall {
+				slowest, slowestWall = pid, f.Truth
+			}
+		}
+		if !res.Pass() {
+			t.Errorf("trainer %s: %d steps, %d matched, one to one %v: %+v", name, res.Ours, res.Matched, res.OneToOne, res.Fields)
+		}
 	}
 	// The job view names the trainer whose own log says it is slower.
 	if want := fmt.Sprintf("slowest: rank 1 (PID %d),", slowest); !strings.Contains(r.stdout, "job: 2 processes with steps") || !strings.Contains(r.stdout, want) {
