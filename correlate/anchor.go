@@ -197,6 +197,19 @@ func regular(ivs []interval, tol, frac float64, anySig bool) (median int, ok boo
 	return median, float64(in) >= frac*float64(len(ivs))
 }
 
+// recent is the later half of a candidate's intervals (at least atLeast of
+// them): a loop's first steps may differ from the rest (DDP times its first
+// ten iterations with events and syncs of its own; warm-up), and should not
+// hold back a boundary the steps since show plainly. A boundary that comes
+// twice a step differs in every stretch.
+func recent(ivs []interval, atLeast int) []interval {
+	keep := max(len(ivs)-len(ivs)/2, atLeast)
+	if keep >= len(ivs) {
+		return ivs
+	}
+	return ivs[len(ivs)-keep:]
+}
+
 // tier is how strict the regularity test is. The strict tier is tried
 // first; the loose one only once there is plenty of data, for loops whose
 // launch counts vary from step to step (dynamic shapes).
@@ -300,7 +313,7 @@ func bestKey(th *threadTokens, cfg Config, tr tier) (candidate, bool) {
 		if len(ivs) < 2 {
 			continue
 		}
-		if med, ok := regular(ivs, tr.tol, tr.frac, tr.anySig); ok {
+		if med, ok := regular(recent(ivs, cfg.LearnMin), tr.tol, tr.frac, tr.anySig); ok {
 			regs = append(regs, candidate{m: m, n: len(ends), median: med, priority: k.priority()})
 		}
 	}
