@@ -61,6 +61,7 @@ func TestPythonQueueWaits(t *testing.T) {
 				if py == nil || py.Err != nil {
 					t.Fatalf("interpreter plan %+v", py)
 				}
+				attached := monotonicNow() // the probes are in place: waits from here on are seen
 				c, err := runFor(t, s, 20*time.Second)
 				if !errors.Is(err, ErrTargetsExited) {
 					t.Fatal(err)
@@ -77,7 +78,7 @@ func TestPythonQueueWaits(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				matched, withNative := 0, 0
+				matched, withNative, blocking := 0, 0, 0
 				for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 					var w struct {
 						Start uint64  `json:"t_start_ns"`
@@ -85,9 +86,10 @@ func TestPythonQueueWaits(t *testing.T) {
 						Wait  float64 `json:"wait"`
 					}
 					json.Unmarshal([]byte(line), &w)
-					if w.Wait < 0.005 {
-						continue // the item was there already
+					if w.Wait < 0.005 || w.Start < attached {
+						continue // the item was there already, or gpuprof was not yet
 					}
+					blocking++
 					var got float64
 					native := prog.native == ""
 					for _, e := range waits {
@@ -111,8 +113,10 @@ func TestPythonQueueWaits(t *testing.T) {
 						withNative++
 					}
 				}
-				if matched < 6 {
-					t.Fatalf("matched %d blocking %ss of the program's log to gpuprof's %d waits", matched, prog.fn, len(waits))
+				// On a loaded machine the attach may come late; of what came
+				// after it, most must be seen.
+				if matched < 3 || float64(matched) < 0.8*float64(blocking) {
+					t.Fatalf("matched %d of %d blocking %ss of the program's log to gpuprof's %d waits", matched, blocking, prog.fn, len(waits))
 				}
 				// The descriptor can be there already by the time it is
 				// asked for, once the handshake has waited.

@@ -3,14 +3,14 @@ tensor comes through torch's multiprocessing queues (file_descriptor
 sharing): the queue carries a multiprocessing.resource_sharer.DupFd, and
 the consumer's detach() asks the producer's resource-sharer thread for the
 descriptor, then waits in recvmsg until that thread has the producer's GIL
-back from its busy main thread. Logs each detach like queue_waits.py.
+back from its main thread. Logs each detach like queue_waits.py.
 
   python3 fd_waits.py GETS BUSY_S START_DELAY_S TRUTH
 
-BUSY_S is how long the producer's busy loop runs between checks that the
-consumer is done.
+BUSY_S is how long the producer holds the GIL at a time, between checks
+that the consumer is done.
 """
-import json, multiprocessing as mp, os, sys, time
+import ctypes, json, multiprocessing as mp, os, sys, time
 from multiprocessing import resource_sharer
 
 
@@ -20,12 +20,12 @@ def produce(q, gets, busy, done):
         q.put(resource_sharer.DupFd(r))  # registers a duplicate to hand out
         os.close(r)
         os.close(w)
-    # Python holding the GIL until every descriptor was taken: each
-    # request waits for the sharer thread to get its turn.
+    # Holding the GIL until every descriptor was taken, asleep (a PyDLL
+    # call keeps the GIL; no CPU, so a loaded machine does not shorten
+    # it): each request waits for the sharer thread to get its turn.
+    hold = ctypes.PyDLL(None).usleep
     while not done.is_set():
-        end = time.monotonic() + busy
-        while time.monotonic() < end:
-            pass
+        hold(int(busy * 1e6))
 
 
 def consume(q, gets, out):
