@@ -104,3 +104,21 @@ func TestCompareLeavesOutStepsOutsideTheTruth(t *testing.T) {
 		t.Fatalf("%+v: want the set-up step left out and the rest one to one", res)
 	}
 }
+
+// TestPoolWithinOneItem: a small pool's median read a moment apart from
+// the log's passes one item off, not two.
+func TestPoolWithinOneItem(t *testing.T) {
+	truth, ours := rows(0, 10, 20, 30), rows(0, 10, 20, 30)
+	for i := range truth {
+		truth[i].Fields["pool"], ours[i].Fields["pool"] = 2, 3
+	}
+	if res := Compare(truth, ours, 0, 0.05, []string{"pool"}); !res.Pass() {
+		t.Fatalf("pool 3 against 2 failed: %+v", res.Fields)
+	}
+	for i := range ours {
+		ours[i].Fields["pool"] = 4
+	}
+	if res := Compare(truth, ours, 0, 0.05, []string{"pool"}); res.Pass() {
+		t.Fatalf("pool 4 against 2 passed: %+v", res.Fields)
+	}
+}
