@@ -77,32 +77,7 @@ func TestEarlierStepsReadingsAreNotBoundaries(t *testing.T) {
 	tr := newThread(100, 101, 0)
 	ddpTimed := func(i int) bool { return i >= 50 && i%25 == 0 } // the boundary found by then
 	for i := range 200 {
-		tr.idle(2 * ms)
-		for range 4 {
-			tr.call(t, "cudaMemcpyAsync", 20*us, 0xa000, 0xb000, 4<<20, 1, 0x55)
-		}
-		tr.launch(1, 5*us) // cat
-		if i > 0 && ddpTimed(i-1) {
-			tr.elapsed(t, 2, 0xd1, 0xd2) // forward, the step before
-			tr.elapsed(t, 3, 0xd2, 0xd3) // backward
-		}
-		tr.call(t, "cudaEventRecordWithFlags", 3*us, 0xe1, 0x55)
-		if ddpTimed(i) {
-			tr.call(t, "cudaEventRecordWithFlags", 3*us, 0xd1, 0x55)
-		}
-		tr.launch(60, 8*us)
-		if ddpTimed(i) {
-			tr.call(t, "cudaEventRecordWithFlags", 3*us, 0xd2, 0x55)
-		}
-		tr.launch(100, 8*us)
-		if ddpTimed(i) {
-			tr.call(t, "cudaEventRecordWithFlags", 3*us, 0xd3, 0x55)
-		}
-		tr.call(t, "cudaEventRecordWithFlags", 3*us, 0xe2, 0x55)
-		tr.call(t, "cudaMemcpyAsync", 10*us, 0xc000, 0xd000, 4, 2, 0x55)
-		tr.call(t, "cudaStreamSynchronize", 5*ms, 0x55)
-		tr.elapsed(t, 6, 0xe1, 0xe2)
-		tr.idle(50 * us)
+		ddpIteration(t, tr, i, ddpTimed, 6)
 	}
 	c, steps := run(t, Config{}, tr.evs)
 	if a, _ := c.Anchor(); !strings.Contains(a.Calls, "elapsed") {
