@@ -49,43 +49,44 @@ func (s *Session) launchesOn(t *target) bool {
 // sampleLaunches switches the targets' launch probes at their phase ends
 // and returns the marker events that say so, one a switched target.
 func (s *Session) sampleLaunches(now time.Time) []events.Event {
+	type switched struct {
+		pid  int
+		off  bool // probes going off (else on)
+		libs []*attachedLib
+	}
+	var due []switched
 	s.mu.Lock()
-	var due []*target
 	for _, t := range s.targets {
 		sp := &t.sampler
 		phase := sp.on
 		if sp.off {
 			phase = sp.period - sp.on
 		}
-		if sp.enabled && !t.exited && now.Sub(sp.since) >= phase {
-			due = append(due, t)
+		if !sp.enabled || t.exited || now.Sub(sp.since) < phase {
+			continue
 		}
+		sp.since, sp.off = now, !sp.off
+		sw := switched{pid: t.pid, off: sp.off}
+		for _, l := range t.libs {
+			sw.libs = append(sw.libs, l)
+		}
+		due = append(due, sw)
 	}
 	s.mu.Unlock()
 	var marks []events.Event
-	for _, t := range due {
-		marks = append(marks, s.switchLaunches(t, now))
+	for _, sw := range due {
+		marks = append(marks, s.switchLaunches(sw.pid, sw.off, sw.libs))
 	}
 	return marks
 }
 
-// switchLaunches attaches or detaches t's launch probes, the other of what
-// they are, and returns the marker.
-func (s *Session) switchLaunches(t *target, now time.Time) events.Event {
-	s.mu.Lock()
-	sp := &t.sampler
-	sp.since = now
-	sp.off = !sp.off
-	off := sp.off
-	libs := make([]*attachedLib, 0, len(t.libs))
-	for _, l := range t.libs {
-		libs = append(libs, l)
-	}
-	s.mu.Unlock()
+// switchLaunches attaches (or, off, detaches) a target's launch probes in
+// libs and returns the marker.
+func (s *Session) switchLaunches(pid int, off bool, libs []*attachedLib) events.Event {
 	// The marker must bracket the probes conservatively: "off" is stamped
 	// before the probes go, "on" once they are all in place, so that no
 	// event inside an "on" stretch misses launches.
-	mark := events.Event{Kind: events.KindLaunchProbes, PID: uint32(t.pid)}
+	mark := events.Event{Kind: events.KindLaunchProbes, PID: uint32(pid)}
 	if off {
 		mark.End = monotonicNow()
 	}
@@ -95,9 +96,9 @@ func (s *Session) switchLaunches(t *target, now time.Time) events.Event {
 			l.launch = nil
 			continue
 		}
-		links, err := attachPrograms(s.objs, t.pid, l.plan, ProgLaunch)
+		links, err := attachPrograms(s.objs, pid, l.plan, ProgLaunch)
 		if err != nil {
-			s.cfg.Log.Warn("reattach launch probes", "pid", t.pid, "file", l.plan.File.Path, "err", err)
+			s.cfg.Log.Warn("reattach launch probes", "pid", pid, "file", l.plan.File.Path, "err", err)
 			continue
 		}
 		l.launch = links
