@@ -301,7 +301,8 @@ func (c *Correlator) Add(e *events.Event) []Step {
 func (c *Correlator) tryLearn(final bool) []Step {
 	now := c.buf[len(c.buf)-1].ev.End
 	c.lastTry, c.lastLen = now, len(c.buf)
-	anchor, ok := learn(c.lastCounted(c.buf), c.cfg, c.fixed)
+	learnable := c.lastCounted(c.buf)
+	anchor, ok := learn(learnable, c.cfg, c.fixed)
 	if !ok {
 		c.prop = nil
 		return nil
@@ -328,7 +329,7 @@ func (c *Correlator) tryLearn(final bool) []Step {
 	for i := range c.buf {
 		c.noteCandidate(&c.buf[i])
 	}
-	c.learnEngines(c.lastCounted(c.buf))
+	c.learnEngines(learnable)
 	var steps []Step
 	for i := range c.buf {
 		for len(marks) > 0 && marks[0].End <= c.buf[i].ev.End {
