@@ -3,6 +3,8 @@ package nvml
 import (
 	"io"
 	"log/slog"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -27,15 +29,25 @@ func BenchmarkSampleRound(b *testing.B) {
 // -c) runs it on a GPU host; -test.benchtime=10s for more rounds. Besides
 // the whole round: the round without GPM, and NVML loaded but not asked
 // (the floor: what the process costs between rounds).
+// GPUPROF_BENCH_GPU=N samples only NVML index N (one GPU's cost on a host
+// of several).
 func BenchmarkSampleRoundReal(b *testing.B) {
-	s, err := New(Open(), Config{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cfg := Config{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if v := os.Getenv("GPUPROF_BENCH_GPU"); v != "" {
+		i, err := strconv.Atoi(v)
+		if err != nil {
+			b.Fatalf("GPUPROF_BENCH_GPU=%q: want an NVML index", v)
+		}
+		cfg.GPUs = []int{i}
+	}
+	s, err := New(Open(), cfg)
 	if err != nil {
 		b.Skipf("no NVML on this host, nothing to measure: %v", err)
 	}
 	defer s.Close()
 	b.Logf("%d GPUs: %+v", len(s.GPUs()), s.GPUs()[0])
 	b.Run("round", func(b *testing.B) { benchRounds(b, s, 100*time.Millisecond) })
-	for _, every := range []time.Duration{500 * time.Millisecond, time.Second} {
+	for _, every := range []time.Duration{200 * time.Millisecond, time.Second} {
 		b.Run("round-gpm-every-"+every.String(), func(b *testing.B) {
 			s.cfg.GPMEvery = every
 			defer func() { s.cfg.GPMEvery = gpmEvery }()

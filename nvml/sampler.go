@@ -16,7 +16,7 @@ import (
 type Config struct {
 	Interval    time.Duration // between sampling rounds; default 100ms
 	CallTimeout time.Duration // bound on every NVML call; default 1s
-	GPMEvery    time.Duration // GPM samples at most this often; default 200ms (gpm.go)
+	GPMEvery    time.Duration // GPM samples at most this often; default 500ms (gpm.go)
 	GPUs        []int         // NVML indexes to sample; nil: all
 	Log         *slog.Logger  // default slog.Default()
 	Now         func() uint64 // CLOCK_MONOTONIC ns, safe to call from any goroutine; default clock_gettime

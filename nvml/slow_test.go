@@ -112,7 +112,7 @@ func TestGPMEvery(t *testing.T) {
 	h := nvmlfake.NewHost()
 	clock := newFakeClock()
 	clock.step.Store(0) // time moves only between rounds
-	s, _ := newSampler(t, h, Config{Now: clock.Now})
+	s, _ := newSampler(t, h, Config{Now: clock.Now, GPMEvery: 200 * time.Millisecond})
 	var sm []bool
 	for range 12 {
 		clock.now.Add(int64(50 * time.Millisecond))
