@@ -36,7 +36,7 @@ type Config struct {
 }
 
 // UserProbe is what correlate needs of a --probe: its role ("dispatch",
-// "data", "fetch", "compute", "infer" or "step") and a name to show.
+// "data", "fetch", "compute", "infer", "step" or "get") and a name to show.
 type UserProbe struct {
 	Role string
 	Name string
@@ -121,7 +121,8 @@ type Correlator struct {
 	// in its place once it is found.
 	learnMarks []events.Event
 
-	pools pools // the sample pool's readings
+	pools pools     // the sample pool's readings
+	gets  wholeGets // what whole gets wait for
 
 	records map[handle]record // event handle -> its last record call
 	allocs  map[handle]uint64 // pointer -> bytes
@@ -139,7 +140,8 @@ func New(cfg Config) (*Correlator, error) {
 	}
 	c := &Correlator{cfg: cfg, records: map[handle]record{}, allocs: map[handle]uint64{},
 		names: map[handle]string{}, sum: newSummaryAcc(), counted: !cfg.NoLaunchCounts,
-		engines: map[uint64]*engineThread{}, candidates: map[uint64]bool{}, pools: newPools()}
+		engines: map[uint64]*engineThread{}, candidates: map[uint64]bool{}, pools: newPools(),
+		gets: newWholeGets()}
 	if cfg.Boundary != "" {
 		m, err := parseBoundary(cfg.Boundary)
 		if err != nil {
@@ -253,14 +255,22 @@ func (c *Correlator) Add(e *events.Event) []Step {
 		it.wait, it.what, queue = classifyWait(e)
 		it.isWait = true
 		c.pools.noteWait(e.TID, it.wait, queue)
+		c.gets.noteWait(e, it.wait)
 		c.sum.addWait(e, it.wait, it.what)
 	case user:
 		it.role = up.Role
-		if up.Role == "dispatch" {
-			it.wait, it.what, it.isWait = WaitDispatch, up.Name, true
+		kind, wait := WaitDispatch, up.Role == "dispatch"
+		if up.Role == "get" {
+			kind, wait = c.gets.kindOf(e)
+		}
+		if wait {
+			it.wait, it.what, it.isWait = kind, up.Name, true
 			c.sum.addWait(e, it.wait, it.what)
 		}
 		c.sum.addUser(e, up)
+		if !wait && up.Role == "get" {
+			return nil // not known to be a wait: no part of a step, nor a boundary
+		}
 	default:
 		c.sum.addEvent(e, a)
 	}

@@ -60,8 +60,8 @@ func diagnose(s Summary) Verdict {
 			msText(s.DispatchWait.P50), 100*share, msText(wall), where))
 		if sharedTensors(s) {
 			v.Next = append(v.Next, "the pool passes tensors through a multiprocessing queue: dispatch_wait is the gets' blocking part, "+
-				"rebuilding each tensor from shared memory counts as data time; --probe dispatch=py:multiprocessing.queues:Queue.get "+
-				"times whole gets (two debug traps a get)")
+				"rebuilding each tensor from shared memory counts as data time; attach times whole gets (--whole-gets, on by default) "+
+				"where the process has debug registers left from --probe py: functions")
 		}
 	}
 	if s.Pool.N > 0 {

@@ -62,8 +62,8 @@ func TestDispatchOnIsTheLoopsWait(t *testing.T) {
 }
 
 // TestSharedTensorsHint: a loop taking tensors from a multiprocessing
-// queue is told that rebuilding them counts as data time, and how to time
-// whole gets; not once a probe times them.
+// queue is told that rebuilding them counts as data time, and what times
+// whole gets; not once a probe (attach's own, or the user's) times them.
 func TestSharedTensorsHint(t *testing.T) {
 	for _, tc := range []struct {
 		on   string
@@ -71,7 +71,7 @@ func TestSharedTensorsHint(t *testing.T) {
 	}{
 		{sharedTensorWait, true},
 		{"multiprocessing.Queue.get", true},
-		{"multiprocessing.queues:Queue.get", false}, // --probe dispatch=py:...
+		{"multiprocessing.queues:Queue.get", false}, // attach --whole-gets, or --probe dispatch=py:...
 	} {
 		c, _ := New(Config{})
 		c.sum.waits[waitKey{pid: 1, tid: 2, what: sharedTensorWait}] =
@@ -81,7 +81,7 @@ func TestSharedTensorsHint(t *testing.T) {
 		}
 		s := c.Summary()
 		s.Anchor = &Anchor{PID: 1, TID: 2}
-		got := strings.Contains(strings.Join(Diagnose(s).Next, "; "), "--probe dispatch=py:multiprocessing.queues:Queue.get")
+		got := strings.Contains(strings.Join(Diagnose(s).Next, "; "), "attach times whole gets (--whole-gets")
 		if got != tc.hint {
 			t.Errorf("waiting in %q: hint %v, want %v", tc.on, got, tc.hint)
 		}

@@ -1,7 +1,9 @@
 package probes
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -68,9 +70,10 @@ func (s *Session) watchPythonCalls(t *target) {
 		return
 	}
 	now := time.Now()
+	usersPending := false // a Python probe of the user's not yet watched nor given up
 	for _, u := range s.cfg.User {
 		module, qualname, ok := u.Python()
-		if !ok {
+		if !ok || u.Default && usersPending {
 			continue
 		}
 		if t.pyCalls == nil {
@@ -81,6 +84,7 @@ func (s *Session) watchPythonCalls(t *target) {
 			w = &pyCallWatch{probe: u, backoff: time.Second}
 			t.pyCalls[u.ID] = w
 		}
+		usersPending = usersPending || !u.Default && !w.finished
 		if w.finished || now.Before(w.next) {
 			continue
 		}
@@ -91,7 +95,11 @@ func (s *Session) watchPythonCalls(t *target) {
 				msg = "Python function not watched"
 			}
 			if err.Error() != w.reason {
-				s.cfg.Log.Warn(msg, "pid", t.pid, "probe", u.Spec(), "why", err)
+				level := slog.LevelWarn
+				if u.Default {
+					level = slog.LevelDebug
+				}
+				s.cfg.Log.Log(context.Background(), level, msg, "pid", t.pid, "probe", u.Spec(), "why", err)
 			}
 			w.reason = err.Error()
 			continue

@@ -19,9 +19,14 @@ const (
 	RoleCompute  Role = "compute"  // the step's compute
 	RoleInfer    Role = "infer"    // one inference-engine generate call
 	RoleStep     Role = "step"     // its return ends a step
+	// RoleGet is a whole get from a queue: a wait of the kind of the
+	// waits inside it (samples for a pool, batches for a DataLoader), so
+	// that the work a get does besides blocking (unpickling, rebuilding a
+	// shared tensor) counts as waiting for what it gets.
+	RoleGet Role = "get"
 )
 
-var roles = []Role{RoleDispatch, RoleData, RoleFetch, RoleCompute, RoleInfer, RoleStep}
+var roles = []Role{RoleDispatch, RoleData, RoleFetch, RoleCompute, RoleInfer, RoleStep, RoleGet}
 
 // UserProbe is one --probe: a native function, named by the library it is
 // in and its symbol (mangled, or a C++ name such as
@@ -32,6 +37,11 @@ type UserProbe struct {
 	Role   Role
 	Lib    string // matched against the path of each mapped file
 	Symbol string
+	// Default marks a probe gpuprof adds itself (attach's whole gets): it
+	// is watched only once the user's own Python probes in a process are
+	// (they come first for the four debug registers), and not finding it
+	// is logged at debug level, not warned of.
+	Default bool
 }
 
 // Spec is the probe as the user wrote it.

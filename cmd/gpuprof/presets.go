@@ -34,6 +34,30 @@ var presets = map[string][]string{
 // dataLoaderNext is every torch DataLoader iterator's __next__ (torch 2.x).
 const dataLoaderNext = "data=py:torch.utils.data.dataloader:_BaseDataLoaderIter.__next__"
 
+// wholeGets is the probe attach adds to time multiprocessing queues' gets
+// whole (--whole-gets). A tensor got from such a queue is rebuilt from
+// shared memory inside the get, after it blocked (on the H200 host 30% of
+// a get, unseen as a wait). Watched in a process only once it imports
+// multiprocessing.queues, and after the user's own Python probes.
+const wholeGets = "get=py:multiprocessing.queues:Queue.get"
+
+// addWholeGets adds the whole-gets probe to the user's, unless they probe
+// that function themselves.
+func addWholeGets(ups []probes.UserProbe, roles map[uint16]correlate.UserProbe) []probes.UserProbe {
+	u, err := probes.ParseUserProbe(wholeGets, len(ups))
+	if err != nil {
+		panic(err) // a constant
+	}
+	for _, o := range ups {
+		if o.Lib == u.Lib && o.Symbol == u.Symbol {
+			return ups
+		}
+	}
+	u.Default = true
+	roles[u.ID] = correlate.UserProbe{Role: string(u.Role), Name: u.Symbol}
+	return append(ups, u)
+}
+
 func presetNames() string {
 	names := make([]string, 0, len(presets))
 	for n := range presets {

@@ -33,6 +33,7 @@ type profileFlags struct {
 	launchDuty float64
 	noCalls    bool
 	noPython   bool
+	wholeGets  bool
 	poolEvery  time.Duration
 	probeStats bool
 	rescan     time.Duration
@@ -58,9 +59,10 @@ func (f *profileFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.launchDuty, "launch-duty", 0.1, "once steps are found, count launches this fraction of the time, 1 s at a time (1 s of every 10 at 0.1); 1 counts every launch, at ~0.5-0.7 µs a launch")
 	fs.BoolVar(&f.noCalls, "no-calls", false, "do not probe CUDA calls (syncs, copies, events, memory); with --no-launches only the loader hook stays, for measuring gpuprof's own cost")
 	fs.BoolVar(&f.noPython, "no-python", false, "do not time Python lock waits (queue gets, events)")
+	fs.BoolVar(&f.wholeGets, "whole-gets", true, "time multiprocessing queue gets whole (a hardware watchpoint: two debug traps a get), so that unpickling what was got, and rebuilding a shared tensor, counts as the wait; --whole-gets=false times only their blocking")
 	fs.DurationVar(&f.rescan, "rescan-interval", probes.DefaultConfig().Rescan, "how often the targets' memory maps are re-read for new CUDA libraries, besides when the loader says one was opened")
 	fs.DurationVar(&f.poolEvery, "pool-interval", probes.DefaultConfig().PoolInterval, "how often the sample pool's length is polled from the job's memory while the BPF programs are not reading it at the job's call returns")
-	fs.StringArrayVar(&f.probeSpecs, "probe", nil, "time a function: ROLE=LIB:SYMBOL (native; LIB part of the library's path, SYMBOL a C++ name or a symbol) or ROLE=py:MODULE:QUALNAME (Python 3.10-3.13, hardware watchpoints: two debug traps a call); ROLE one of dispatch, data, fetch, compute, infer, step (repeat for several)")
+	fs.StringArrayVar(&f.probeSpecs, "probe", nil, "time a function: ROLE=LIB:SYMBOL (native; LIB part of the library's path, SYMBOL a C++ name or a symbol) or ROLE=py:MODULE:QUALNAME (Python 3.10-3.13, hardware watchpoints: two debug traps a call); ROLE one of dispatch, data, fetch, compute, infer, step, get (a whole get: a wait of the kind of the waits inside it) (repeat for several)")
 	fs.StringVar(&f.preset, "preset", "", "probes for a kind of job: "+presetNames())
 	fs.IntVar(&f.batchSize, "batch-size", 0, "samples a step trains on, for train_capacity and thru")
 	fs.BoolVar(&f.children, "children", false, "follow the targets' child processes too (ranks, DataLoader workers, engines)")
@@ -96,6 +98,9 @@ func openSession(f *profileFlags) (*probes.Session, error) {
 	var err error
 	if f.user, f.roles, err = userProbes(f.preset, f.probeSpecs); err != nil {
 		return nil, err
+	}
+	if f.wholeGets && !f.noPython {
+		f.user = addWholeGets(f.user, f.roles)
 	}
 	for _, u := range f.user {
 		if _, _, py := u.Python(); py && f.noPython {
