@@ -78,6 +78,11 @@ def trainer(rank, args, queues, done):
                 for _ in range(copies - 1):
                     hs = hs.clone()
                 samples.append(hs.pin_memory().to(gpu, non_blocking=True))
+                # Freed here, in the data phase. Left to the next
+                # `hs = pool.get()`, freeing it (unmapping its shared
+                # memory, ~0.7 ms on the H200 host) would fall inside the
+                # timer of a get it is no part of.
+                del hs
             if rank == args.slow_rank:
                 # Preparing its samples takes it longer: CPU work, not a
                 # wait (a sleep would read as waiting for samples).

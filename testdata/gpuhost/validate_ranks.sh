@@ -10,6 +10,7 @@
 # straggler), one (an engine and one trainer, --pid LAUNCHER --children),
 # data (two DDP ranks, data mode). Traces and logs written here are what
 # testdata/traces/h200x2-ranks replays in CI (TestReplayRanks).
+# GPUPROF_FLAGS adds attach flags to every run (e.g. a --probe).
 set -u
 out=$1
 shift
@@ -27,7 +28,7 @@ for run in $runs; do
 	data) flags="--ranks 2 --steps 200 --mode data" attach="--children --pid" ;;
 	*) echo "unknown run $run" >&2; exit 2 ;;
 	esac
-	common="--batch-size 4 --probe-stats --jsonl $d/steps.jsonl --record $d/trace.jsonl.gz"
+	common="${GPUPROF_FLAGS:-} --batch-size 4 --probe-stats --jsonl $d/steps.jsonl --record $d/trace.jsonl.gz"
 	if [ "$attach" = "--gpus all" ]; then
 		# gpuprof first: it waits for the ranks to open their contexts.
 		timeout 200 "$g" attach --gpus all $common >"$d/summary.txt" 2>"$d/attach.log" &
