@@ -112,9 +112,25 @@ def children_cpu():
     return r.children_user + r.children_system
 
 
+class Stop(Exception):
+    pass
+
+
+def stop(signum, frame):
+    raise Stop
+
+
+# A SIGTERM (timeout(1) running out) ends the alternation: the windows done
+# are measured, and the job (its own session: timeout does not reach it)
+# is killed rather than left running.
+signal.signal(signal.SIGTERM, stop)
+print(f"{windows} windows of {secs:g} s, ~{windows * (secs + 1):.0f} s once the job has trained 100 steps",
+      file=sys.stderr, flush=True)
 deadline = time.monotonic() + 120
 while lines() < 100 and time.monotonic() < deadline and pipe.poll() is None:
     time.sleep(0.2)
+if pipe.poll() is not None:
+    sys.exit(f"the job exited ({pipe.returncode}) before it trained 100 steps: {' '.join(job)}")
 
 spans = []  # (config or "off", start_ns, end_ns, job (user, sys) seconds, gpuprof cpu seconds)
 
@@ -133,15 +149,22 @@ def window(name, flags):
             print(f"{name}: gpuprof attach exit {r.returncode}: {r.stderr.strip()[-400:]}", file=sys.stderr, flush=True)
     c1 = job_cpu()
     spans.append((name, t0, time.monotonic_ns(), (c1[0] - c0[0], c1[1] - c0[1]), children_cpu() - g0))
+    print(f"window {len(spans)}/{windows} ({name}) done", file=sys.stderr, flush=True)
 
 
-for i in range(args.alternations):
-    for name, flags in configs:
-        window("off", None)
-        window(name, flags)
-window("off", None)
-os.killpg(pipe.pid, signal.SIGKILL)
-pipe.wait()
+try:
+    for i in range(args.alternations):
+        for name, flags in configs:
+            window("off", None)
+            window(name, flags)
+    window("off", None)
+except Stop:
+    print(f"stopped after {len(spans)} of {windows} windows: measuring those", file=sys.stderr, flush=True)
+    while spans and spans[-1][0] != "off":
+        spans.pop()  # an "on" window is measured against the "off" after it
+finally:
+    os.killpg(pipe.pid, signal.SIGKILL)
+    pipe.wait()
 
 rows = [json.loads(l) for l in open(truth)]
 
@@ -183,6 +206,8 @@ for label, skip in (("whole", 0.5), ("steady", LEARN)):
     stats = measure(skip)
     for name, flags in configs:
         rr, sr = ratios(stats, name, 1), ratios(stats, name, 2)
+        if not rr:
+            continue  # stopped before its first window
         r, s = statistics.median(rr), statistics.median(sr)
         lo, hi = ci(rr)
         print(f"mode {args.mode} {name} [{label}]: step rate on/off {r:.4f} ({pct(r)}, 95% CI {pct(lo)}..{pct(hi)}, "
@@ -199,6 +224,8 @@ for label, skip in (("whole", 0.5), ("steady", LEARN)):
             if name == control:
                 continue
             rel = [x / y for x, y in zip(ratios(stats, name, 1), base)]
+            if not rel:
+                continue
             lo, hi = ci(rel)
             print(f"mode {args.mode} {name} vs {control} [{label}]: {pct(statistics.median(rel))} "
                   f"(95% CI {pct(lo)}..{pct(hi)}, mean {pct(statistics.mean(rel))}, n={len(rel)})")
