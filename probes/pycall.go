@@ -70,10 +70,9 @@ func (s *Session) watchPythonCalls(t *target) {
 		return
 	}
 	now := time.Now()
-	usersPending := false // a Python probe of the user's not yet watched nor given up
 	for _, u := range s.cfg.User {
 		module, qualname, ok := u.Python()
-		if !ok || u.Default && usersPending {
+		if !ok {
 			continue
 		}
 		if t.pyCalls == nil {
@@ -84,7 +83,6 @@ func (s *Session) watchPythonCalls(t *target) {
 			w = &pyCallWatch{probe: u, backoff: time.Second}
 			t.pyCalls[u.ID] = w
 		}
-		usersPending = usersPending || !u.Default && !w.finished
 		if w.finished || now.Before(w.next) {
 			continue
 		}
@@ -148,7 +146,11 @@ func (s *Session) watchPythonCall(t *target, w *pyCallWatch, module, qualname st
 	for _, o := range t.pyCalls {
 		used += o.sites()
 	}
-	if need := 1 + len(fn.Returns); used+need > debugRegisters {
+	need := 1 + len(fn.Returns)
+	if used+need > debugRegisters && !w.probe.Default {
+		used -= s.yieldDefaults(t, used+need-debugRegisters)
+	}
+	if used+need > debugRegisters {
 		w.finished = true
 		return errNoRegisters{need, debugRegisters - used}
 	}
@@ -244,16 +246,41 @@ func openWatchpoint(tid int, addr uint64, prog int) (int, error) {
 	return fd, nil
 }
 
-// unwatchPythonCalls closes t's watchpoints and forgets their sites.
-func (s *Session) unwatchPythonCalls(t *target) {
+// yieldDefaults stops watching gpuprof's own functions in t (whole gets)
+// until at least want debug registers are free, for a function the user
+// named: theirs come first. It returns the registers freed.
+func (s *Session) yieldDefaults(t *target, want int) int {
+	freed := 0
 	for _, w := range t.pyCalls {
-		closeFDs(w.events)
-		if w.fn == nil {
+		if freed >= want {
+			break
+		}
+		if !w.probe.Default || w.sites() == 0 {
 			continue
 		}
+		freed += w.sites()
+		s.unwatchPythonCall(t, w)
+		s.cfg.Log.Debug("Python function no longer watched: its debug registers went to a --probe", "pid", t.pid, "probe", w.probe.Spec())
+	}
+	return freed
+}
+
+// unwatchPythonCall closes one function's watchpoints in t and forgets
+// its sites.
+func (s *Session) unwatchPythonCall(t *target, w *pyCallWatch) {
+	closeFDs(w.events)
+	if w.fn != nil {
 		for _, addr := range append([]uint64{w.fn.Entry}, w.fn.Returns...) {
 			s.objs.PySites.Delete(bpf.PySiteKey{Pid: uint32(t.pid), Addr: addr})
 		}
+	}
+	w.events, w.fn = nil, nil
+}
+
+// unwatchPythonCalls closes t's watchpoints and forgets their sites.
+func (s *Session) unwatchPythonCalls(t *target) {
+	for _, w := range t.pyCalls {
+		s.unwatchPythonCall(t, w)
 	}
 	t.pyCalls = nil
 }

@@ -38,9 +38,9 @@ type UserProbe struct {
 	Lib    string // matched against the path of each mapped file
 	Symbol string
 	// Default marks a probe gpuprof adds itself (attach's whole gets): it
-	// is watched only once the user's own Python probes in a process are
-	// (they come first for the four debug registers), and not finding it
-	// is logged at debug level, not warned of.
+	// gives its debug registers up to a Python probe of the user's that
+	// needs them, and not finding it is logged at debug level, not warned
+	// of.
 	Default bool
 }
 

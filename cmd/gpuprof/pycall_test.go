@@ -29,18 +29,25 @@ type loggedCall struct {
 // script logs is found on its thread, inside the span the caller saw and
 // close to it; a thread started after the attach is timed too; a
 // recursive function counts its outermost calls; calls that raise are not
-// timed. Each attach watches at most four sites (x86's debug registers).
+// timed. Each attach watches at most four sites (x86's debug registers):
+// functions the user names found after attach's whole gets (which the
+// script imports first, "late") take their registers.
 func TestPythonFunctionProbes(t *testing.T) {
 	testenv.RequireRoot(t)
 	runs := [][]string{
 		{"fetch", "flaky"}, // 2 + 2 sites
 		{"Loader.next_batch"},
 		{"depth"},
+		{"late", "fetch", "flaky"},
 	}
 	for name, python := range testenv.Pythons(t) {
-		for _, funcs := range runs {
-			t.Run(name+"/"+strings.Join(funcs, "+"), func(t *testing.T) {
-				calls, evs, out := timePythonCalls(t, python, funcs)
+		for _, run := range runs {
+			t.Run(name+"/"+strings.Join(run, "+"), func(t *testing.T) {
+				funcs, script := run, []string{"--start-delay", "1"}
+				if run[0] == "late" {
+					funcs, script = run[1:], []string{"--define-late", "1.5", "--start-delay", "4"}
+				}
+				calls, evs, out := timePythonCalls(t, python, funcs, script...)
 				if funcs[0] == "fetch" {
 					checkWorkers(t, calls, out)
 				}
@@ -73,12 +80,12 @@ func TestPythonFunctionProbes(t *testing.T) {
 
 // timePythonCalls runs pycalls.py, attaches with a py: probe per function,
 // and returns the calls it logged and the events recorded.
-func timePythonCalls(t *testing.T, python string, funcs []string) ([]loggedCall, []events.Event, string) {
+func timePythonCalls(t *testing.T, python string, funcs []string, flags ...string) ([]loggedCall, []events.Event, string) {
 	t.Helper()
 	dir := t.TempDir()
 	truth, trace := filepath.Join(dir, "calls.jsonl"), filepath.Join(dir, "trace.jsonl.gz")
 	script := filepath.Join(testenv.Root(), "testdata", "python", "pycalls.py")
-	py := exec.Command(python, script, truth, "--calls", "30", "--start-delay", "1")
+	py := exec.Command(python, append([]string{script, truth, "--calls", "30"}, flags...)...)
 	if err := py.Start(); err != nil {
 		t.Fatal(err)
 	}

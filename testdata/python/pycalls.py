@@ -1,7 +1,7 @@
 """Calls Python functions gpuprof times with --probe ROLE=py:MODULE:QUALNAME,
 and logs each call as the caller sees it, for gpuprof's tests.
 
-  python3 pycalls.py TRUTH [--calls N] [--start-delay S]
+  python3 pycalls.py TRUTH [--calls N] [--start-delay S] [--define-late S]
 
 TRUTH gets one JSON line per call: {"func", "tid", "t0", "t1"}
 (CLOCK_MONOTONIC ns, taken right before the call and right after it
@@ -9,7 +9,11 @@ returned). The shapes: a module-level function; a method with two return
 statements taken in turn; a recursive function (only the outermost call is
 a call to time); a function that raises every third call (those calls
 are not logged, and not to be timed); and a worker thread started after
-the start delay, calling the module-level function too.
+the start delay, calling the module-level function too. --define-late S
+imports multiprocessing.queues at once (what attach watches by itself)
+and defines the functions S seconds later: a function named with --probe
+found after gpuprof's own is watched, which takes gpuprof's debug
+registers.
 """
 import argparse, json, threading, time
 
@@ -17,7 +21,12 @@ p = argparse.ArgumentParser()
 p.add_argument("truth")
 p.add_argument("--calls", type=int, default=60)
 p.add_argument("--start-delay", type=float, default=1.0)
+p.add_argument("--define-late", type=float, default=0.0)
 args = p.parse_args()
+if args.define_late:
+    import multiprocessing.queues
+
+    time.sleep(args.define_late)
 
 
 def fetch(ms):
