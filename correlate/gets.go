@@ -21,17 +21,15 @@ func newWholeGets() wholeGets {
 	return wholeGets{last: map[uint64]waitEnd{}, kind: map[uint64]WaitKind{}}
 }
 
-func threadKey(e *events.Event) uint64 { return uint64(e.PID)<<32 | uint64(e.TID) }
-
 // noteWait remembers a Python wait; it comes before the get it is in
 // (events come as calls return).
 func (g *wholeGets) noteWait(e *events.Event, kind WaitKind) {
-	g.last[threadKey(e)] = waitEnd{kind, e.End}
+	g.last[threadID(e.PID, e.TID)] = waitEnd{kind, e.End}
 }
 
 // kindOf returns the kind of wait a whole get e is, if known.
 func (g *wholeGets) kindOf(e *events.Event) (WaitKind, bool) {
-	k := threadKey(e)
+	k := threadID(e.PID, e.TID)
 	if w, ok := g.last[k]; ok && w.end >= e.Start && w.end <= e.End && (w.kind == WaitDispatch || w.kind == WaitData) {
 		g.kind[k] = w.kind
 		return w.kind, true

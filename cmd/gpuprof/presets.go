@@ -37,8 +37,9 @@ const dataLoaderNext = "data=py:torch.utils.data.dataloader:_BaseDataLoaderIter.
 // wholeGets is the probe attach adds to time multiprocessing queues' gets
 // whole (--whole-gets). A tensor got from such a queue is rebuilt from
 // shared memory inside the get, after it blocked (on the H200 host 30% of
-// a get, unseen as a wait). Watched in a process only once it imports
-// multiprocessing.queues, and after the user's own Python probes.
+// a get, unseen as a wait). Watched in a process once it imports
+// multiprocessing.queues; its debug registers go to a py: probe of the
+// user's that needs them (probes.UserProbe.Default).
 const wholeGets = "get=py:multiprocessing.queues:Queue.get"
 
 // addWholeGets adds the whole-gets probe to the user's, unless they probe
