@@ -21,6 +21,8 @@ type (
 	PoolWord  = gpuprofPoolWord
 	PySiteKey = gpuprofPySiteKey
 	PySite    = gpuprofPySite
+	WaitKey   = gpuprofWaitKey
+	WaitValue = gpuprofWaitCount
 	Objects   = gpuprofObjects
 	Programs  = gpuprofPrograms
 	Maps      = gpuprofMaps
@@ -51,6 +53,7 @@ type Settings struct {
 	WakeupBytes  uint64 // data waiting in the ring buffer before the reader is woken
 	PyMinWaitNS  uint64 // Python lock waits shorter than this are not reported
 	PyReadCookie uint64 // the cookie of the wait probe on _Py_read
+	CountWaits   bool   // count Python wait probe hits in WaitHits (~50 ns a hit)
 }
 
 // Load loads the programs and maps into the kernel.
@@ -67,6 +70,9 @@ func Load(set Settings) (*Objects, error) {
 	}
 	if err := spec.Variables["py_read_cookie"].Set(set.PyReadCookie); err != nil {
 		return nil, fmt.Errorf("set py_read_cookie: %w", err)
+	}
+	if err := spec.Variables["count_waits"].Set(set.CountWaits); err != nil {
+		return nil, fmt.Errorf("set count_waits: %w", err)
 	}
 	var objs Objects
 	if err := spec.LoadAndAssign(&objs, nil); err != nil {
@@ -123,4 +129,39 @@ func (o *Objects) ProgramStats() []ProgramStat {
 	}
 	slices.SortFunc(out, func(a, b ProgramStat) int { return cmp.Compare(b.Runs, a.Runs) })
 	return out
+}
+
+// WaitCount is how often one process's threads (its main thread, or the
+// others) entered one Python wait function, and how many of those calls
+// waited long enough to be reported with their frames.
+type WaitCount struct {
+	PID      uint32
+	Cookie   uint16 // the wait function (probes.WaitFunc)
+	Main     bool
+	Hits     uint64
+	Reported uint64
+}
+
+// WaitCounts sums the wait_hits map over CPUs, most hits first. It is
+// empty unless Settings.CountWaits was set.
+func (o *Objects) WaitCounts() ([]WaitCount, error) {
+	var (
+		key  WaitKey
+		vals []WaitValue
+		out  []WaitCount
+	)
+	it := o.WaitHits.Iterate()
+	for it.Next(&key, &vals) {
+		c := WaitCount{PID: key.Pid, Cookie: key.Cookie, Main: key.Main != 0}
+		for _, v := range vals {
+			c.Hits += v.Hits
+			c.Reported += v.Reported
+		}
+		out = append(out, c)
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read wait counts: %w", err)
+	}
+	slices.SortFunc(out, func(a, b WaitCount) int { return cmp.Compare(b.Hits, a.Hits) })
+	return out, nil
 }

@@ -97,6 +97,7 @@ struct thread_state {
 	struct call_slot py;  // a semaphore wait in a Python process
 	struct call_slot gil; // a condition wait right after one: taking the GIL back
 	__u64 py_wait_end;    // when the thread's last reported Python wait ended
+	__u64 py_tstate;      // the thread's PyThreadState, as last found
 	__u64 launch_first_ns;
 	__u64 launch_last_ns;
 	__u32 launches;
@@ -123,22 +124,23 @@ struct py_layout {
 	__u32 frame_code;     // f_code / f_executable
 	__u32 frame_previous; // f_back / previous
 	__s32 frame_owner;    // owner, or -1
-	__u32 code_name;      // co_qualname (co_name before 3.11)
-	__u32 code_filename;  // co_filename
-	__u32 unicode_data;   // where a compact ASCII string's characters start
 	__u32 id_is_pthread;
 	__u32 frame_locals;   // f_localsplus / localsplus: the arguments, self first
+	__u32 pad;
 };
 
 #define PY_FRAMES 8
-#define PY_FUNC_LEN 64
-#define PY_FILE_LEN 128
+// A frame's first PY_FRAME_HEAD bytes are read at once: its code, previous
+// frame and owner, and from 3.11 its first local. One read a frame, and no
+// strings: gpuprof reads the code objects' names from user space (one BPF
+// read of user memory costs ~100-200 ns on the GPU host; reading eight
+// frames' names and files took a wait's return ~15 µs).
+#define PY_FRAME_HEAD 80
 #define PY_MAX_THREADS 256
 
 struct py_frame {
-	__u64 self; // the frame's first local: a method's self (the queue a get waits on)
-	char func[PY_FUNC_LEN];
-	char file[PY_FILE_LEN];
+	__u64 code; // the code object (f_code / f_executable): gpuprof reads its names
+	__u64 self; // the first local: a method's self
 };
 
 // A Python thread blocked on a lock: which functions were waiting, from the
@@ -163,6 +165,8 @@ const struct kernel_key *unused_kernel_key __attribute__((unused));
 const struct py_layout *unused_py_layout __attribute__((unused));
 const struct py_event *unused_py_event __attribute__((unused));
 const struct pool_word *unused_pool_word __attribute__((unused));
+const struct wait_key *unused_wait_key __attribute__((unused));
+const struct wait_count *unused_wait_count __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -194,6 +198,28 @@ struct {
 	__type(value, struct py_layout);
 } python SEC(".maps");
 
+// Python wait probe hits by process, function and thread (main or not),
+// counted only with count_waits: which waits a job's probes trap, and how
+// many of them read frames.
+struct wait_key {
+	__u32 pid;
+	__u16 cookie;
+	__u8 main; // the process's main thread
+	__u8 pad;
+};
+
+struct wait_count {
+	__u64 hits;     // entry probe runs
+	__u64 reported; // waits long enough to read frames and report
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct wait_key);
+	__type(value, struct wait_count);
+} wait_hits SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, NSTATS);
@@ -206,6 +232,10 @@ volatile const __u64 wakeup_bytes = 1 << 20;
 
 // Python lock waits shorter than this are not reported.
 volatile const __u64 py_min_wait_ns = 50000;
+
+// count_waits turns on wait_hits (--probe-stats); off, the verifier drops
+// the counting as dead code.
+volatile const __u8 count_waits = 0;
 
 // py_read_cookie is the cookie of the wait probe on the interpreter's
 // _Py_read (probes/python.go readCookie).
@@ -225,6 +255,26 @@ static __always_inline void count(__u32 stat)
 	__u64 *v = bpf_map_lookup_elem(&stats, &stat);
 	if (v)
 		*v += 1;
+}
+
+// count_wait adds one to the calling thread's hits (or reports) of a wait
+// function.
+static __always_inline void count_wait(__u64 cookie, int reported)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct wait_key k = {.pid = id >> 32, .cookie = cookie, .main = (__u32)id == id >> 32};
+	struct wait_count *h = bpf_map_lookup_elem(&wait_hits, &k);
+	if (!h) {
+		struct wait_count zero = {};
+		bpf_map_update_elem(&wait_hits, &k, &zero, BPF_NOEXIST);
+		h = bpf_map_lookup_elem(&wait_hits, &k);
+		if (!h)
+			return;
+	}
+	if (reported)
+		h->reported++;
+	else
+		h->hits++;
 }
 
 static __always_inline __u64 ringbuf_flags(void)
@@ -516,7 +566,10 @@ static __always_inline void count_pool_read(struct pt_regs *ctx)
 SEC("uprobe.multi")
 int py_lock_entry(struct pt_regs *ctx)
 {
-	if (bpf_get_attach_cookie(ctx) == py_read_cookie)
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	if (count_waits)
+		count_wait(cookie, 0);
+	if (cookie == py_read_cookie)
 		count_pool_read(ctx);
 	struct thread_state *ts = thread_state(1);
 	if (!ts)
@@ -530,7 +583,7 @@ int py_lock_entry(struct pt_regs *ctx)
 		return 0;
 	ts->py.sp = sp;
 	ts->py.args[0] = PT_REGS_PARM1(ctx);
-	ts->py.cookie = bpf_get_attach_cookie(ctx);
+	ts->py.cookie = cookie;
 	ts->py.start_ns = bpf_ktime_get_ns();
 	return 0;
 }
@@ -544,27 +597,32 @@ static __always_inline __u64 read_ptr(__u64 addr)
 
 // py_tstate finds the calling thread's PyThreadState by walking the main
 // interpreter's thread list: with the GIL released there is no "current"
-// thread state to read.
-static __always_inline __u64 py_tstate(struct py_layout *l)
+// thread state to read. The one found is kept in the thread's state and
+// checked with one read next time (a thread's PyThreadState lives as long
+// as it runs Python; the main thread's is the last in the list).
+static __always_inline __u64 py_tstate(struct py_layout *l, struct thread_state *ts)
 {
 	__u64 want = (__u32)bpf_get_current_pid_tgid();
 	if (l->id_is_pthread)
 		want = bpf_get_current_task_btf()->thread.fsbase;
+	if (ts && ts->py_tstate && read_ptr(ts->py_tstate + l->tstate_id) == want)
+		return ts->py_tstate;
 	__u64 interp = read_ptr(l->runtime + l->interp_main);
 	if (!interp)
 		return 0;
-	__u64 ts = read_ptr(interp + l->threads_head);
-	for (int i = 0; i < PY_MAX_THREADS && ts; i++) {
-		__u64 id = read_ptr(ts + l->tstate_id);
-		if (id == want)
-			return ts;
-		ts = read_ptr(ts + l->tstate_next);
+	__u64 t = read_ptr(interp + l->threads_head);
+	for (int i = 0; i < PY_MAX_THREADS && t; i++) {
+		__u64 id = read_ptr(t + l->tstate_id);
+		if (id == want) {
+			if (ts)
+				ts->py_tstate = t;
+			return t;
+		}
+		t = read_ptr(t + l->tstate_next);
 	}
 	return 0;
 }
 
-// py_frames reads up to PY_FRAMES frames, innermost first, skipping the
-// C-stack shim frames of 3.12 and later.
 // py_current_frame is the thread's innermost frame: tstate->frame (3.10),
 // tstate->cframe->current_frame (3.11, 3.12), tstate->current_frame (3.13).
 static __always_inline __u64 py_current_frame(struct py_layout *l, __u64 tstate)
@@ -575,28 +633,39 @@ static __always_inline __u64 py_current_frame(struct py_layout *l, __u64 tstate)
 	return frame;
 }
 
+// head_word is the 8-byte field at off in a frame's head, 0 past it.
+static __always_inline __u64 head_word(const __u64 *head, __u32 off)
+{
+	__u32 i = off / 8;
+	if (i >= PY_FRAME_HEAD / 8)
+		return 0;
+	return head[i];
+}
+
+// py_frames records up to PY_FRAMES frames, innermost first, as their code
+// objects and first locals, skipping the C-stack shim frames of 3.12 and
+// later.
 static __always_inline __u8 py_frames(struct py_layout *l, __u64 tstate, struct py_event *e)
 {
 	__u64 frame = py_current_frame(l, tstate);
+	__u64 head[PY_FRAME_HEAD / 8];
 	__u8 n = 0;
 	for (int i = 0; i < 2 * PY_FRAMES && frame; i++) {
+		if (bpf_probe_read_user(head, sizeof(head), (void *)frame))
+			break;
 		__u8 owner = 0;
-		if (l->frame_owner >= 0)
-			bpf_probe_read_user(&owner, 1, (void *)(frame + l->frame_owner));
-		if (owner != 3) { // FRAME_OWNED_BY_CSTACK
-			__u64 code = read_ptr(frame + l->frame_code);
-			if (n < PY_FRAMES && code) {
-				__u64 name = read_ptr(code + l->code_name);
-				__u64 file = read_ptr(code + l->code_filename);
-				e->frames[n].self = read_ptr(frame + l->frame_locals);
-				e->frames[n].func[0] = 0;
-				e->frames[n].file[0] = 0;
-				bpf_probe_read_user_str(e->frames[n].func, PY_FUNC_LEN, (void *)(name + l->unicode_data));
-				bpf_probe_read_user_str(e->frames[n].file, PY_FILE_LEN, (void *)(file + l->unicode_data));
-				n++;
-			}
+		__u32 owner_at = l->frame_owner; // -1 (none) is past the head
+		if (owner_at < PY_FRAME_HEAD)
+			owner = ((__u8 *)head)[owner_at];
+		__u64 code = head_word(head, l->frame_code);
+		if (owner != 3 && code && n < PY_FRAMES) { // 3: FRAME_OWNED_BY_CSTACK
+			e->frames[n].code = code;
+			// 3.10's f_localsplus is past the head: read on its own.
+			e->frames[n].self = l->frame_locals < PY_FRAME_HEAD ? head_word(head, l->frame_locals)
+									     : read_ptr(frame + l->frame_locals);
+			n++;
 		}
-		frame = read_ptr(frame + l->frame_previous);
+		frame = head_word(head, l->frame_previous);
 	}
 	return n;
 }
@@ -637,15 +706,25 @@ int py_lock_return(struct pt_regs *ctx)
 	e->start_ns = start;
 	e->end_ns = now;
 	e->arg0 = ts->py.args[0];
-	__u64 tstate = py_tstate(l);
+	__u64 tstate = py_tstate(l, ts);
 	if (tstate)
 		e->nframes = py_frames(l, tstate, e);
+	if (!e->nframes && tstate == ts->py_tstate && tstate) {
+		// The thread's PyThreadState may have been replaced (a C thread
+		// taking the GIL anew): look it up again.
+		ts->py_tstate = 0;
+		tstate = py_tstate(l, ts);
+		if (tstate)
+			e->nframes = py_frames(l, tstate, e);
+	}
 	if (!e->nframes) {
 		// A native thread's semaphore: not a Python wait.
 		bpf_ringbuf_discard(e, 0);
 		return 0;
 	}
 	ts->py_wait_end = bpf_ktime_get_ns();
+	if (count_waits)
+		count_wait(e->wait, 1);
 	bpf_ringbuf_submit(e, ringbuf_flags());
 	return 0;
 }
@@ -794,7 +873,7 @@ int py_call_site(struct bpf_perf_event_data *ctx)
 	struct py_layout *l = bpf_map_lookup_elem(&python, &k.pid);
 	if (!l)
 		return 0;
-	__u64 tstate = py_tstate(l);
+	__u64 tstate = py_tstate(l, thread_state(0));
 	if (!tstate)
 		return 0;
 	__u64 frame = py_current_frame(l, tstate);

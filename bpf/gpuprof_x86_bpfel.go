@@ -90,9 +90,8 @@ type gpuprofPyEvent struct {
 	Arg0    uint64
 	Frames  [8]struct {
 		_    structs.HostLayout
+		Code uint64
 		Self uint64
-		Func [64]int8
-		File [128]int8
 	}
 }
 
@@ -108,11 +107,9 @@ type gpuprofPyLayout struct {
 	FrameCode     uint32
 	FramePrevious uint32
 	FrameOwner    int32
-	CodeName      uint32
-	CodeFilename  uint32
-	UnicodeData   uint32
 	IdIsPthread   uint32
 	FrameLocals   uint32
+	Pad           uint32
 }
 
 type gpuprofPySite struct {
@@ -168,10 +165,25 @@ type gpuprofThreadState struct {
 		Args    [5]uint64
 	}
 	PyWaitEnd     uint64
+	PyTstate      uint64
 	LaunchFirstNs uint64
 	LaunchLastNs  uint64
 	Launches      uint32
 	GraphLaunches uint32
+}
+
+type gpuprofWaitCount struct {
+	_        structs.HostLayout
+	Hits     uint64
+	Reported uint64
+}
+
+type gpuprofWaitKey struct {
+	_      structs.HostLayout
+	Pid    uint32
+	Cookie uint16
+	Main   uint8
+	Pad    uint8
 }
 
 // Names of all BPF objects in the ELF.
@@ -186,6 +198,7 @@ const (
 	gpuprofMapPython          = "python"
 	gpuprofMapStats           = "stats"
 	gpuprofMapThreads         = "threads"
+	gpuprofMapWaitHits        = "wait_hits"
 	gpuprofProgApiEntry       = "api_entry"
 	gpuprofProgApiReturn      = "api_return"
 	gpuprofProgBare           = "bare"
@@ -197,6 +210,7 @@ const (
 	gpuprofProgPyCallSite     = "py_call_site"
 	gpuprofProgPyLockEntry    = "py_lock_entry"
 	gpuprofProgPyLockReturn   = "py_lock_return"
+	gpuprofVarCountWaits      = "count_waits"
 	gpuprofVarPyMinWaitNs     = "py_min_wait_ns"
 	gpuprofVarPyReadCookie    = "py_read_cookie"
 	gpuprofVarUnusedEvent     = "unused_event"
@@ -207,6 +221,8 @@ const (
 	gpuprofVarUnusedPyLayout  = "unused_py_layout"
 	gpuprofVarUnusedPySite    = "unused_py_site"
 	gpuprofVarUnusedPySiteKey = "unused_py_site_key"
+	gpuprofVarUnusedWaitCount = "unused_wait_count"
+	gpuprofVarUnusedWaitKey   = "unused_wait_key"
 	gpuprofVarWakeupBytes     = "wakeup_bytes"
 )
 
@@ -269,20 +285,22 @@ type gpuprofProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type gpuprofMapSpecs struct {
-	Events  *ebpf.MapSpec `ebpf:"events"`
-	Kernels *ebpf.MapSpec `ebpf:"kernels"`
-	Pools   *ebpf.MapSpec `ebpf:"pools"`
-	PyCalls *ebpf.MapSpec `ebpf:"py_calls"`
-	PySites *ebpf.MapSpec `ebpf:"py_sites"`
-	Python  *ebpf.MapSpec `ebpf:"python"`
-	Stats   *ebpf.MapSpec `ebpf:"stats"`
-	Threads *ebpf.MapSpec `ebpf:"threads"`
+	Events   *ebpf.MapSpec `ebpf:"events"`
+	Kernels  *ebpf.MapSpec `ebpf:"kernels"`
+	Pools    *ebpf.MapSpec `ebpf:"pools"`
+	PyCalls  *ebpf.MapSpec `ebpf:"py_calls"`
+	PySites  *ebpf.MapSpec `ebpf:"py_sites"`
+	Python   *ebpf.MapSpec `ebpf:"python"`
+	Stats    *ebpf.MapSpec `ebpf:"stats"`
+	Threads  *ebpf.MapSpec `ebpf:"threads"`
+	WaitHits *ebpf.MapSpec `ebpf:"wait_hits"`
 }
 
 // gpuprofVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type gpuprofVariableSpecs struct {
+	CountWaits      *ebpf.VariableSpec `ebpf:"count_waits"`
 	PyMinWaitNs     *ebpf.VariableSpec `ebpf:"py_min_wait_ns"`
 	PyReadCookie    *ebpf.VariableSpec `ebpf:"py_read_cookie"`
 	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
@@ -293,6 +311,8 @@ type gpuprofVariableSpecs struct {
 	UnusedPyLayout  *ebpf.VariableSpec `ebpf:"unused_py_layout"`
 	UnusedPySite    *ebpf.VariableSpec `ebpf:"unused_py_site"`
 	UnusedPySiteKey *ebpf.VariableSpec `ebpf:"unused_py_site_key"`
+	UnusedWaitCount *ebpf.VariableSpec `ebpf:"unused_wait_count"`
+	UnusedWaitKey   *ebpf.VariableSpec `ebpf:"unused_wait_key"`
 	WakeupBytes     *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
@@ -316,14 +336,15 @@ func (o *gpuprofObjects) Close() error {
 //
 // It can be passed to loadGpuprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type gpuprofMaps struct {
-	Events  *ebpf.Map `ebpf:"events"`
-	Kernels *ebpf.Map `ebpf:"kernels"`
-	Pools   *ebpf.Map `ebpf:"pools"`
-	PyCalls *ebpf.Map `ebpf:"py_calls"`
-	PySites *ebpf.Map `ebpf:"py_sites"`
-	Python  *ebpf.Map `ebpf:"python"`
-	Stats   *ebpf.Map `ebpf:"stats"`
-	Threads *ebpf.Map `ebpf:"threads"`
+	Events   *ebpf.Map `ebpf:"events"`
+	Kernels  *ebpf.Map `ebpf:"kernels"`
+	Pools    *ebpf.Map `ebpf:"pools"`
+	PyCalls  *ebpf.Map `ebpf:"py_calls"`
+	PySites  *ebpf.Map `ebpf:"py_sites"`
+	Python   *ebpf.Map `ebpf:"python"`
+	Stats    *ebpf.Map `ebpf:"stats"`
+	Threads  *ebpf.Map `ebpf:"threads"`
+	WaitHits *ebpf.Map `ebpf:"wait_hits"`
 }
 
 func (m *gpuprofMaps) Close() error {
@@ -336,6 +357,7 @@ func (m *gpuprofMaps) Close() error {
 		m.Python,
 		m.Stats,
 		m.Threads,
+		m.WaitHits,
 	)
 }
 
@@ -343,6 +365,7 @@ func (m *gpuprofMaps) Close() error {
 //
 // It can be passed to loadGpuprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type gpuprofVariables struct {
+	CountWaits      *ebpf.Variable `ebpf:"count_waits"`
 	PyMinWaitNs     *ebpf.Variable `ebpf:"py_min_wait_ns"`
 	PyReadCookie    *ebpf.Variable `ebpf:"py_read_cookie"`
 	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`
@@ -353,6 +376,8 @@ type gpuprofVariables struct {
 	UnusedPyLayout  *ebpf.Variable `ebpf:"unused_py_layout"`
 	UnusedPySite    *ebpf.Variable `ebpf:"unused_py_site"`
 	UnusedPySiteKey *ebpf.Variable `ebpf:"unused_py_site_key"`
+	UnusedWaitCount *ebpf.Variable `ebpf:"unused_wait_count"`
+	UnusedWaitKey   *ebpf.Variable `ebpf:"unused_wait_key"`
 	WakeupBytes     *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 

@@ -55,6 +55,9 @@ type PyFrame struct {
 	Func string `json:"func"`
 	File string `json:"file"`
 	Self uint64 `json:"self,omitempty"`
+	// Code is the frame's code object in the process, as the kernel
+	// recorded it; Func and File are read from it in user space.
+	Code uint64 `json:"-"`
 }
 
 // PinMemoryLoop says whether the frame is a torch DataLoader's pin-memory

@@ -62,8 +62,8 @@ func decodeRecord(raw []byte, ev *events.Event) error {
 			Name: WaitFunc(r.Wait)}
 		ev.Args[0] = r.Arg0
 		for i := 0; i < int(r.Nframes) && i < len(r.Frames); i++ {
-			ev.Frames = append(ev.Frames, events.PyFrame{Func: cString(r.Frames[i].Func[:]), File: cString(r.Frames[i].File[:]),
-				Self: r.Frames[i].Self})
+			// Named from the code object by the session (nameFrames).
+			ev.Frames = append(ev.Frames, events.PyFrame{Code: r.Frames[i].Code, Self: r.Frames[i].Self})
 		}
 	default:
 		return fmt.Errorf("decode record: unknown kind %d", raw[0])

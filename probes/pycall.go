@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 	"unsafe"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpuprof/gpuprof/bpf"
+	"github.com/gpuprof/gpuprof/events"
 	"github.com/gpuprof/gpuprof/pymem"
 )
 
@@ -26,8 +28,15 @@ import (
 // a trap on the dev VM (`make bench` has the numbers), which suits a
 // function called a few times a step, not one called in a tight loop.
 //
-// A watchpoint is a perf breakpoint event on one thread; each is opened
-// with inherit set, so threads the job starts later get them too. x86 has
+// A watchpoint is a perf breakpoint event on one thread. A function the
+// user named is watched in every thread, each watchpoint opened with
+// inherit set so that threads the job starts later get them too. A
+// watched thread pays at each of its context switches, as its debug
+// registers are switched with it (+14 µs a round of two blocking waits on
+// the dev VM, ~3 µs a switch: BenchmarkWatchedThreadSwitch), and a
+// training process runs dozens of threads (CUDA's, NCCL's, autograd's), so
+// gpuprof's own whole gets watch only the threads seen waiting inside the
+// function, once seen (watchWaitingThread). x86 has
 // four debug registers a thread, so a function with more than three
 // return instructions, or several functions with more than four sites
 // together, cannot all be watched. Calls that end in an exception are
@@ -53,10 +62,15 @@ type pyCallWatch struct {
 	next     time.Time // when to look for it again
 	backoff  time.Duration
 	finished bool // watched, or given up
+	// threads are the threads watched; with lazy (gpuprof's own probes)
+	// only those seen waiting inside the function are, as they are seen.
+	threads map[int]bool
+	lazy    bool
 }
 
+// sites are the debug registers the function takes in a watched thread.
 func (w *pyCallWatch) sites() int {
-	if w.fn == nil || w.events == nil {
+	if w.fn == nil {
 		return 0
 	}
 	return 1 + len(w.fn.Returns)
@@ -103,8 +117,12 @@ func (s *Session) watchPythonCalls(t *target) {
 			continue
 		}
 		w.finished, w.reason = true, ""
-		s.cfg.Log.Info("watching Python function", "pid", t.pid, "probe", u.Spec(), "returns", len(w.fn.Returns),
-			"threads", len(w.events)/w.sites())
+		level := slog.LevelInfo
+		if u.Default {
+			level = slog.LevelDebug
+		}
+		s.cfg.Log.Log(context.Background(), level, "watching Python function", "pid", t.pid, "probe", u.Spec(),
+			"returns", len(w.fn.Returns), "threads", len(w.threads), "only threads seen waiting in it", w.lazy)
 	}
 }
 
@@ -130,15 +148,12 @@ func (e errNoRegisters) Error() string {
 }
 
 func (s *Session) watchPythonCall(t *target, w *pyCallWatch, module, qualname string) error {
-	if t.pyMem == nil {
-		r, err := pymem.NewReader(t.pid, t.python.Minor)
-		if err != nil {
-			w.finished = true
-			return err
-		}
-		t.pyMem = r
+	mem := s.targetPyMem(t)
+	if mem == nil {
+		w.finished = true
+		return fmt.Errorf("PID %d: its CPython objects cannot be read", t.pid)
 	}
-	fn, err := t.pyMem.Function(t.python.Runtime, module, qualname)
+	fn, err := mem.Function(t.python.Runtime, module, qualname)
 	if err != nil {
 		return err
 	}
@@ -163,22 +178,61 @@ func (s *Session) watchPythonCall(t *target, w *pyCallWatch, module, qualname st
 			return fmt.Errorf("BPF map py_sites: %w", err)
 		}
 	}
-	events, err := watchThreads(s.cfg.ProcRoot, t.pid, sites, s.objs.PyCallSite.FD())
+	w.fn, w.threads, w.lazy = fn, map[int]bool{}, w.probe.Default
+	if w.lazy {
+		return nil // watchWaitingThread watches the threads
+	}
+	events, err := watchThreads(s.cfg.ProcRoot, t.pid, sites, s.objs.PyCallSite.FD(), w.threads)
 	if err != nil {
 		closeFDs(events)
+		s.unwatchPythonCall(t, w)
 		return err
 	}
-	w.fn, w.events = fn, events
+	w.events = events
 	return nil
+}
+
+// siteAddrs are the function's watched addresses: its start, then its
+// returns.
+func (w *pyCallWatch) siteAddrs() []uint64 {
+	return append([]uint64{w.fn.Entry}, w.fn.Returns...)
+}
+
+// watchWaitingThread starts watching, in the thread of a Python wait, the
+// lazily watched functions the wait is inside of (its frames run their
+// code).
+func (s *Session) watchWaitingThread(ev *events.Event) {
+	s.mu.Lock()
+	t := s.targets[int(ev.PID)]
+	s.mu.Unlock()
+	if t == nil {
+		return
+	}
+	tid := int(ev.TID)
+	for _, w := range t.pyCalls {
+		if !w.lazy || w.fn == nil || w.threads[tid] ||
+			!slices.ContainsFunc(ev.Frames, func(f events.PyFrame) bool { return f.Code == w.fn.Code }) {
+			continue
+		}
+		w.threads[tid] = true // once: a thread that cannot be watched is not tried again
+		for _, addr := range w.siteAddrs() {
+			fd, err := openWatchpoint(tid, addr, s.objs.PyCallSite.FD(), false)
+			if err != nil {
+				s.cfg.Log.Debug("thread not watched", "pid", t.pid, "tid", tid, "probe", w.probe.Spec(), "err", err)
+				break
+			}
+			w.events = append(w.events, fd)
+		}
+		s.cfg.Log.Debug("watching a thread seen waiting in a Python function", "pid", t.pid, "tid", tid, "probe", w.probe.Spec())
+	}
 }
 
 // watchThreads opens a watchpoint on every address in every thread of
 // pid. Threads started meanwhile inherit them from the thread starting
 // them; one started by a thread not yet watched is caught by a second
 // look at the thread list.
-func watchThreads(procRoot string, pid int, sites map[uint64]bpf.PySite, prog int) ([]int, error) {
+func watchThreads(procRoot string, pid int, sites map[uint64]bpf.PySite, prog int, done map[int]bool) ([]int, error) {
 	var fds []int
-	done := map[int]bool{}
 	for pass := 0; pass < 2; pass++ {
 		tids, err := threadsOf(procRoot, pid)
 		if err != nil {
@@ -190,7 +244,7 @@ func watchThreads(procRoot string, pid int, sites map[uint64]bpf.PySite, prog in
 			}
 			done[tid] = true
 			for addr := range sites {
-				fd, err := openWatchpoint(tid, addr, prog)
+				fd, err := openWatchpoint(tid, addr, prog, true)
 				if err == unix.ESRCH {
 					break // the thread ended
 				}
@@ -220,13 +274,17 @@ func threadsOf(procRoot string, pid int) ([]int, error) {
 
 // openWatchpoint watches one byte of a thread's memory for reads and
 // writes (each access runs prog) in user mode, inherited by the threads
-// it starts.
-func openWatchpoint(tid int, addr uint64, prog int) (int, error) {
+// it starts if inherit.
+func openWatchpoint(tid int, addr uint64, prog int, inherit bool) (int, error) {
+	bits := uint64(unix.PerfBitDisabled | unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv)
+	if inherit {
+		bits |= unix.PerfBitInherit
+	}
 	attr := unix.PerfEventAttr{
 		Type:    unix.PERF_TYPE_BREAKPOINT,
 		Size:    uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
 		Sample:  1, // every access
-		Bits:    unix.PerfBitDisabled | unix.PerfBitInherit | unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv,
+		Bits:    bits,
 		Bp_type: hwBreakpointRW,
 		Ext1:    addr, // bp_addr
 		Ext2:    hwBreakpointLen1,
@@ -270,11 +328,11 @@ func (s *Session) yieldDefaults(t *target, want int) int {
 func (s *Session) unwatchPythonCall(t *target, w *pyCallWatch) {
 	closeFDs(w.events)
 	if w.fn != nil {
-		for _, addr := range append([]uint64{w.fn.Entry}, w.fn.Returns...) {
+		for _, addr := range w.siteAddrs() {
 			s.objs.PySites.Delete(bpf.PySiteKey{Pid: uint32(t.pid), Addr: addr})
 		}
 	}
-	w.events, w.fn = nil, nil
+	w.events, w.fn, w.threads = nil, nil, nil
 }
 
 // unwatchPythonCalls closes t's watchpoints and forgets their sites.

@@ -65,3 +65,49 @@ func BenchmarkPythonCallProbe(b *testing.B) {
 		b.ReportMetric(with-without, name+"-ns/call")
 	}
 }
+
+// BenchmarkWatchedThreadSwitch measures what a watchpoint costs a thread
+// that never runs the watched code: two threads handing control back and
+// forth (lockloop.py pingpong, two blocking waits a round), without and
+// with a watchpoint on an address neither touches. The kernel switches a
+// watched thread's debug registers with it, so each context switch pays;
+// why gpuprof's own whole gets watch only the threads seen waiting in a
+// get.
+//
+//	sudo go test -run '^$' -bench WatchedThreadSwitch -benchtime 1x ./probes
+func BenchmarkWatchedThreadSwitch(b *testing.B) {
+	testenv.RequireRoot(b)
+	s, err := Open(DefaultConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	python, ok := testenv.Pythons(b)["pyenv-3.12"]
+	if !ok {
+		testenv.Skip(b, "needs pyenv's 3.12")
+	}
+	const n = 20000
+	script := filepath.Join(testenv.Root(), "testdata", "python", "lockloop.py")
+	cmd, in, round := startLoop(b, python, script, "pingpong")
+	defer func() { in.Close(); cmd.Wait() }()
+	without := round(n)
+	tids, err := threadsOf("/proc", cmd.Process.Pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var fds []int
+	for _, tid := range tids {
+		// An address no code of the job reads: the watchpoint never fires.
+		fd, err := openWatchpoint(tid, 0x1000, s.Objects().PyCallSite.FD(), false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fds = append(fds, fd)
+	}
+	with := round(n)
+	closeFDs(fds)
+	after := round(n)
+	b.Logf("%d threads watched: %.0f ns a round of 2 blocking waits without, %.0f with (%+.0f), %.0f after closing",
+		len(tids), without, with, with-without, after)
+	b.ReportMetric(with-without, "ns/round")
+}

@@ -38,19 +38,18 @@ type pyLayout struct {
 	FrameCode, FramePrevious                                   uint32
 	FrameOwner                                                 int32  // -1: no owner field
 	FrameLocals                                                uint32 // the arguments: a method's self first
-	CodeName, CodeFilename, UnicodeData                        uint32
-	IDIsPthread                                                bool // 3.10 keeps pthread_self(), not the TID
+	IDIsPthread                                                bool   // 3.10 keeps pthread_self(), not the TID
 }
 
 var pyLayouts = map[int]pyLayout{
 	10: {InterpMain: 40, ThreadsHead: 8, TstateNext: 8, TstateID: 176, IDIsPthread: true, TstateFrame: 24, CFrameCurrent: -1,
-		FrameCode: 32, FramePrevious: 24, FrameOwner: -1, FrameLocals: 352, CodeName: 112, CodeFilename: 104, UnicodeData: 48},
+		FrameCode: 32, FramePrevious: 24, FrameOwner: -1, FrameLocals: 352},
 	11: {InterpMain: 48, ThreadsHead: 16, TstateNext: 8, TstateID: 160, TstateFrame: 56, CFrameCurrent: 8,
-		FrameCode: 32, FramePrevious: 48, FrameOwner: 69, FrameLocals: 72, CodeName: 128, CodeFilename: 112, UnicodeData: 48},
+		FrameCode: 32, FramePrevious: 48, FrameOwner: 69, FrameLocals: 72},
 	12: {InterpMain: 48, ThreadsHead: 72, TstateNext: 8, TstateID: 144, TstateFrame: 56, CFrameCurrent: 0,
-		FrameCode: 0, FramePrevious: 8, FrameOwner: 70, FrameLocals: 72, CodeName: 128, CodeFilename: 112, UnicodeData: 40},
+		FrameCode: 0, FramePrevious: 8, FrameOwner: 70, FrameLocals: 72},
 	13: {InterpMain: 640, ThreadsHead: 7344, TstateNext: 8, TstateID: 160, TstateFrame: 72, CFrameCurrent: -1,
-		FrameCode: 0, FramePrevious: 8, FrameOwner: 70, FrameLocals: 72, CodeName: 128, CodeFilename: 112, UnicodeData: 40},
+		FrameCode: 0, FramePrevious: 8, FrameOwner: 70, FrameLocals: 72},
 }
 
 // PythonPlan is a CPython interpreter found in a process.
@@ -188,8 +187,8 @@ func (p *PythonPlan) layout() bpf.PyLayout {
 	l := pyLayouts[p.Minor]
 	out := bpf.PyLayout{Runtime: p.Runtime, InterpMain: l.InterpMain, ThreadsHead: l.ThreadsHead, TstateNext: l.TstateNext,
 		TstateId: l.TstateID, TstateFrame: l.TstateFrame, CframeCurrent: l.CFrameCurrent, FrameCode: l.FrameCode,
-		FramePrevious: l.FramePrevious, FrameOwner: l.FrameOwner, CodeName: l.CodeName, CodeFilename: l.CodeFilename,
-		UnicodeData: l.UnicodeData, FrameLocals: l.FrameLocals}
+		FramePrevious: l.FramePrevious, FrameOwner: l.FrameOwner,
+		FrameLocals: l.FrameLocals}
 	if l.IDIsPthread {
 		out.IdIsPthread = 1
 	}

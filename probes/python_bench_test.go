@@ -68,24 +68,9 @@ func BenchmarkPythonLockProbe(b *testing.B) {
 			}
 			cmd, in, round := startLoop(b, python, script, mode)
 			without := round(n)
-			var p *PythonPlan
-			var sems SemaphorePlan
-			files, _ := ExecutableFiles("/proc", cmd.Process.Pid)
-			for _, f := range files {
-				if isPythonFile(f.Base()) {
-					if pp, _ := PlanPython("/proc", cmd.Process.Pid, f); pp != nil && pp.Err == nil {
-						p = pp
-					}
-				}
-				if IsLibc(f.Base()) {
-					sems, _ = PlanSemaphores(f)
-				}
-			}
-			if p == nil || len(sems.Probes) == 0 {
-				b.Fatalf("%s: no interpreter or libc found", name)
-			}
-			links, err := attachPython(s.Objects(), p, sems)
-			if err != nil {
+			// Attached as gpuprof attaches: the session names the frames
+			// of the waits of its targets.
+			if _, err := s.Attach(cmd.Process.Pid); err != nil {
 				b.Fatal(err)
 			}
 			before := waits
@@ -94,7 +79,9 @@ func BenchmarkPythonLockProbe(b *testing.B) {
 			st1, _ := s.Objects().PyLockReturn.Stats()
 			time.Sleep(50 * time.Millisecond)
 			read := waits - before
-			closeLinks(links)
+			if err := s.Detach(cmd.Process.Pid); err != nil {
+				b.Fatal(err)
+			}
 			in.Close()
 			cmd.Wait()
 			per := "acquire"

@@ -171,3 +171,77 @@ func TestPythonLayouts(t *testing.T) {
 		}
 	}
 }
+
+// TestWholeGetsWatchOnlyWaitingThreads: gpuprof's own whole gets put
+// their watchpoints only on the threads seen waiting inside a get (a
+// watched thread pays at every context switch), here the consumer's main
+// thread and not the three threads waiting on an Event beside it, and
+// time the gets once it is watched.
+func TestWholeGetsWatchOnlyWaitingThreads(t *testing.T) {
+	testenv.RequireRoot(t)
+	python, ok := testenv.Pythons(t)["pyenv-3.12"]
+	if !ok {
+		testenv.Skip(t, "needs pyenv's 3.12")
+	}
+	u, err := ParseUserProbe("get=py:multiprocessing.queues:Queue.get", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Default = true
+	cfg := DefaultConfig()
+	cfg.User = []UserProbe{u}
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	script := filepath.Join(testenv.Root(), "testdata", "python", "mp_waits.py")
+	cmd := exec.Command(python, script, "400", "0.01", "0.3", filepath.Join(t.TempDir(), "waits.jsonl"), "3")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	time.Sleep(200 * time.Millisecond)
+	pid := cmd.Process.Pid
+	if _, err := s.Attach(pid); err != nil {
+		t.Fatal(err)
+	}
+	c, err := runFor(t, s, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	w := s.targets[pid].pyCalls[u.ID]
+	s.mu.Unlock()
+	if w == nil || w.fn == nil {
+		t.Fatalf("Queue.get not watched: %+v", w)
+	}
+	if len(w.threads) != 1 || !w.threads[pid] {
+		t.Errorf("threads watched %v, want the main thread %d only", w.threads, pid)
+	}
+	if len(w.events) != w.sites() {
+		t.Errorf("%d watchpoints open, want %d: the main thread's", len(w.events), w.sites())
+	}
+	idle := map[uint32]bool{}
+	for _, e := range c.evs {
+		if e.Kind == events.KindPyWait && e.TID != uint32(pid) {
+			idle[e.TID] = true
+		}
+	}
+	if len(idle) < 3 {
+		t.Errorf("waits seen on %d other threads, want the 3 idle ones: the test shows nothing", len(idle))
+	}
+	c2, err := runFor(t, s, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gets := 0
+	for _, e := range c2.evs {
+		if e.Kind == events.KindCall && e.API == u.ID && e.TID == uint32(pid) {
+			gets++
+		}
+	}
+	if gets < 50 {
+		t.Errorf("%d gets timed in a second of ~100, want the watched thread's gets timed", gets)
+	}
+}

@@ -30,6 +30,9 @@ type Config struct {
 	PyMinWait time.Duration
 	// PoolInterval is how often the sample pools found are read (pool.go).
 	PoolInterval time.Duration
+	// CountWaits counts the Python wait probes' hits by process and
+	// function (Session.Objects().WaitCounts), for --probe-stats.
+	CountWaits bool
 	Options
 	Log *slog.Logger
 }
@@ -101,7 +104,7 @@ func Open(cfg Config) (*Session, error) {
 		return nil, err
 	}
 	objs, err := bpf.Load(bpf.Settings{WakeupBytes: uint64(size) / 4, PyMinWaitNS: uint64(cfg.PyMinWait),
-		PyReadCookie: uint64(readCookie)})
+		PyReadCookie: uint64(readCookie), CountWaits: cfg.CountWaits})
 	if err != nil {
 		return nil, err
 	}
@@ -390,6 +393,12 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 				s.stats.BadRecords++
 				continue
 			}
+			if ev.Kind == events.KindPyWait {
+				if !s.nameFrames(&ev, time.Now()) {
+					continue // its process is gone, its code never named
+				}
+				s.watchWaitingThread(&ev)
+			}
 			batch = append(batch, ev)
 			if ev.Kind == events.KindPyWait && s.pools != nil {
 				s.pools.note(&ev, s.pythonMinor(int(ev.PID)))
@@ -477,6 +486,56 @@ func (s *Session) otherTargets(pid int) []int {
 }
 
 // pythonMinor is the CPython minor version of a target, 0 if unknown.
+// pyReader is the reader of a target's CPython objects, nil if it runs
+// none (or it is gone).
+func (s *Session) pyReader(pid int) *pymem.Reader {
+	s.mu.Lock()
+	t := s.targets[pid]
+	s.mu.Unlock()
+	if t == nil {
+		return nil
+	}
+	return s.targetPyMem(t)
+}
+
+// targetPyMem is pyReader for a target in hand.
+func (s *Session) targetPyMem(t *target) *pymem.Reader {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t.python == nil {
+		return nil
+	}
+	if t.pyMem == nil {
+		r, err := pymem.NewReader(t.pid, t.python.Minor)
+		if err != nil {
+			return nil
+		}
+		t.pyMem = r
+	}
+	return t.pyMem
+}
+
+// nameFrames reads the names of a Python wait's frames from their code
+// objects, keeping the frames it could name in order. It says whether
+// any was.
+func (s *Session) nameFrames(ev *events.Event, now time.Time) bool {
+	r := s.pyReader(int(ev.PID))
+	if r == nil {
+		return false
+	}
+	named := ev.Frames[:0]
+	for _, f := range ev.Frames {
+		c, err := r.Code(f.Code, now)
+		if err != nil {
+			continue
+		}
+		f.Func, f.File = c.Func, c.File
+		named = append(named, f)
+	}
+	ev.Frames = named
+	return len(named) > 0
+}
+
 func (s *Session) pythonMinor(pid int) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuprof/gpuprof/internal/testenv"
 )
@@ -55,6 +56,20 @@ func TestFunction(t *testing.T) {
 			if f.Module != module || f.Qualname != qualname || f.Code != want.Code {
 				t.Errorf("%s: found %s.%s, code %#x; id(code) is %#x", key, f.Module, f.Qualname, f.Code, want.Code)
 				continue
+			}
+			// The names a frame running it shows (Code), read twice: the
+			// second from the cache. Its qualname ends the path it was
+			// found by (json.dumps, through __main__'s json, is "dumps");
+			// 3.10 has co_name only.
+			wantFunc := qualname
+			if out.Minor == 10 {
+				wantFunc = qualname[strings.LastIndexByte(qualname, '.')+1:]
+			}
+			for range 2 {
+				c, err := r.Code(f.Code, time.Now())
+				if err != nil || c.Func == "" || c.File == "" || c.Func != wantFunc && !strings.HasSuffix(wantFunc, "."+c.Func) {
+					t.Errorf("%s: Code = %+v, %v; want %s and its file", key, c, err, wantFunc)
+				}
 			}
 			if f.EntryIsResume != (out.Minor >= 11) {
 				t.Errorf("%s: EntryIsResume %v on 3.%d", key, f.EntryIsResume, out.Minor)

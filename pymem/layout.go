@@ -47,6 +47,10 @@ type layout struct {
 	// in the code object, Py_SIZE(code) code units rewritten in place as
 	// the interpreter specialises them.
 	CodeFlags, CodeCode, BytesData, CodeAdaptive uint64
+	// PyCodeObject: the names a frame running the code shows
+	// (Reader.Code): co_qualname (co_name on 3.10, which has no
+	// qualname) and co_filename.
+	CodeName, CodeFilename uint64
 	// Py_TPFLAGS_TYPE_SUBCLASS: set on type and on every metaclass, so
 	// an object whose type has it is a class.
 	FlagTypeSubclass uint64
@@ -115,6 +119,7 @@ var layouts = func() map[int]*layout {
 	v310.KeysSize, v310.KeysNentries, v310.KeysIndices = 8, 32, 40
 	v310.RuntimeInterpMain, v310.InterpModules = 40, 856
 	v310.CodeFlags, v310.CodeCode = 36, 48
+	v310.CodeName, v310.CodeFilename = 112, 104
 
 	v311 := common
 	v311.HtCachedKeys = 872
@@ -126,6 +131,7 @@ var layouts = func() map[int]*layout {
 	v311.UnicodeEntrySize, v311.UnicodeEntryKey, v311.UnicodeEntryValue = 16, 0, 8
 	v311.RuntimeInterpMain, v311.InterpModules = 48, 888
 	v311.CodeFlags, v311.CodeAdaptive = 48, 184
+	v311.CodeName, v311.CodeFilename = 128, 112
 
 	v312 := v311
 	v312.HtCachedKeys = 880 // PyTypeObject grew tp_watched

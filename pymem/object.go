@@ -343,12 +343,15 @@ func (r *Reader) strEquals(s uint64, name string) (bool, error) {
 }
 
 // str reads the compact ASCII str s, at most maxName characters.
-func (r *Reader) str(s uint64) (string, error) {
+func (r *Reader) str(s uint64) (string, error) { return r.strUpTo(s, maxName) }
+
+// strUpTo reads the compact ASCII str s, at most limit characters.
+func (r *Reader) strUpTo(s uint64, limit int64) (string, error) {
 	n, ok, err := r.strHeader(s)
 	if err != nil {
 		return "", err
 	}
-	if !ok || n > maxName {
+	if !ok || n > limit {
 		return "", fmt.Errorf("object at %#x is not a short ASCII str", s)
 	}
 	data := make([]byte, n)

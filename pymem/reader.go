@@ -2,7 +2,8 @@
 // length of a sample pool (a queue.Queue or a multiprocessing queue) whose
 // address gpuprof's frame walk captured, and where the bytecode of a
 // Python function named by module and qualname starts and returns
-// (Function), without running any code in the target. Every read is one
+// (Function), and the names of the code objects the kernel's frame walk
+// recorded (Code), without running any code in the target. Every read is one
 // process_vm_readv: no ptrace stop, and a read of memory the target does
 // not map is an error here, never a crash.
 //
@@ -36,6 +37,8 @@ type Reader struct {
 	// learned from the first object seen of it, so that checking the type
 	// of the many keys a lookup passes costs no read of the type's name.
 	builtin map[string]uint64
+	// codes are the names of code objects read, by address (Code).
+	codes map[uint64]*codeEntry
 }
 
 // NewReader reads process pid, which runs CPython 3.minor.
@@ -47,7 +50,7 @@ func NewReader(pid, minor int) (*Reader, error) {
 	if !ok {
 		return nil, fmt.Errorf("pymem: CPython 3.%d is not supported (3.10 to 3.13 are)", minor)
 	}
-	return &Reader{pid: pid, minor: minor, l: l, builtin: map[string]uint64{}}, nil
+	return &Reader{pid: pid, minor: minor, l: l, builtin: map[string]uint64{}, codes: map[uint64]*codeEntry{}}, nil
 }
 
 // TypeName is the tp_name of obj's type: "Queue" for a class defined in

@@ -372,6 +372,9 @@ func TestPythonPipelines(t *testing.T) {
 				args := []string{"--mode", mode, "--steps", "150"}
 				flags := []string{"--record", filepath.Join(t.TempDir(), "trace.jsonl.gz")}
 				call := "queue.Queue.get"
+				if !procs && mode == "infer" {
+					flags = append(flags, "--probe-stats")
+				}
 				if procs {
 					// The engine processes too: a full queue's blocked
 					// puts are theirs, and name its semaphore.
@@ -421,6 +424,9 @@ func TestPythonPipelines(t *testing.T) {
 					if mode == "infer" && !strings.Contains(r.stdout, call) {
 						t.Errorf("no %s wait in the summary:\n%s", call, r.stdout)
 					}
+					if !procs && mode == "infer" {
+						checkWaitCounts(t, r.stdout)
+					}
 					if procs && !strings.Contains(r.stdout, " "+wholeGets[strings.IndexByte(wholeGets, ':')+1:]) {
 						// attach times the trainer's gets whole (--whole-gets).
 						t.Errorf("no whole multiprocessing gets timed in the summary:\n%s", r.stdout)
@@ -433,6 +439,30 @@ func TestPythonPipelines(t *testing.T) {
 			})
 		}
 	}
+}
+
+// checkWaitCounts checks --probe-stats' Python wait counts: the trainer's
+// main thread blocks in its queue's get, a semaphore wait, often enough to
+// be reported with its frames.
+func checkWaitCounts(t *testing.T, stdout string) {
+	t.Helper()
+	_, table, ok := strings.Cut(stdout, "Python wait probes (--probe-stats)")
+	if !ok {
+		t.Errorf("no Python wait counts with --probe-stats:\n%s", stdout)
+		return
+	}
+	for _, line := range strings.Split(table, "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) != 6 || f[0] != "PID" {
+			break
+		}
+		hits, _ := strconv.ParseFloat(strings.TrimSuffix(f[4], "/s"), 64)
+		reported, _ := strconv.ParseFloat(strings.TrimSuffix(f[5], "/s"), 64)
+		if strings.HasPrefix(f[2], "sem_") && f[3] == "main" && reported >= 1 && hits >= reported {
+			return
+		}
+	}
+	t.Errorf("no main-thread semaphore waits reported in the Python wait counts:\n%s", table)
 }
 
 // checkPoolReadAtReturn checks that the BPF programs read the pool's length

@@ -127,6 +127,7 @@ func openSession(f *profileFlags) (*probes.Session, error) {
 	cfg.NoPython = f.noPython
 	cfg.User = f.user
 	cfg.Children = f.children
+	cfg.CountWaits = f.probeStats
 	return probes.Open(cfg)
 }
 
@@ -233,6 +234,11 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	}
 	if f.probeStats {
 		writeProbeStats(stdout, sess.Objects().ProgramStats(), attached)
+		waits, err := sess.Objects().WaitCounts()
+		if err != nil {
+			return errors.Join(runErr, outErr, out.traceErr, err)
+		}
+		writeWaitCounts(stdout, waits, attached)
 	}
 	return errors.Join(runErr, outErr, out.traceErr)
 }

@@ -81,3 +81,21 @@ func writeProbeStats(w io.Writer, stats []bpf.ProgramStat, attached time.Duratio
 			float64(s.Runtime.Nanoseconds())/float64(s.Runs))
 	}
 }
+
+// writeWaitCounts prints the Python wait probes' hits by process, function
+// and thread: which of a job's waits the probes trap, and how many were
+// long enough to read frames (the costly part).
+func writeWaitCounts(w io.Writer, waits []bpf.WaitCount, attached time.Duration) {
+	if len(waits) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nPython wait probes (--probe-stats): process, function, thread, hits a second, reported (frames read) a second")
+	for _, c := range waits {
+		thread := "others"
+		if c.Main {
+			thread = "main"
+		}
+		fmt.Fprintf(w, "  PID %-8d %-16s %-6s %10.0f/s %10.0f/s\n", c.PID, probes.WaitFunc(c.Cookie), thread,
+			float64(c.Hits)/attached.Seconds(), float64(c.Reported)/attached.Seconds())
+	}
+}

@@ -1,9 +1,11 @@
 """A consumer waiting in multiprocessing.Queue.get(timeout=...) for a
 producer process, logging its own waits like queue_waits.py.
 
-  python3 mp_waits.py GETS PAUSE_S START_DELAY_S TRUTH
+  python3 mp_waits.py GETS PAUSE_S START_DELAY_S TRUTH [IDLE_THREADS]
+
+IDLE_THREADS threads wait on an Event meanwhile (waits, but in no get).
 """
-import json, multiprocessing as mp, sys, time
+import json, multiprocessing as mp, sys, threading, time
 
 
 def produce(q, gets, pause):
@@ -22,10 +24,14 @@ def consume(q, gets, out):
 
 if __name__ == "__main__":
     gets, pause, delay, truth = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+    stop = threading.Event()
+    for _ in range(int(sys.argv[5]) if len(sys.argv) > 5 else 0):
+        threading.Thread(target=lambda: [stop.wait(0.02) for _ in iter(stop.is_set, True)], daemon=True).start()
     q = mp.Queue()
     time.sleep(delay)
     p = mp.Process(target=produce, args=(q, gets, pause))
     p.start()
     with open(truth, "w") as out:
         consume(q, gets, out)
+    stop.set()
     p.join()

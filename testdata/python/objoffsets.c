@@ -101,6 +101,12 @@ int main(void)
 #else
 	P("CodeCode", offsetof(PyCodeObject, co_code));
 #endif
+#if PY_VERSION_HEX >= 0x030b0000
+	P("CodeName", offsetof(PyCodeObject, co_qualname));
+#else
+	P("CodeName", offsetof(PyCodeObject, co_name));
+#endif
+	P("CodeFilename", offsetof(PyCodeObject, co_filename));
 	P("BytesData", offsetof(PyBytesObject, ob_sval));
 	P("FlagTypeSubclass", Py_TPFLAGS_TYPE_SUBCLASS);
 	P("CoGenerator", CO_GENERATOR);

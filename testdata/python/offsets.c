@@ -57,12 +57,5 @@ int main(void)
 	P("FrameOwner", -1);
 	P("FrameLocals", offsetof(PyFrameObject, f_localsplus));
 #endif
-#if PY_VERSION_HEX >= 0x030b0000
-	P("CodeName", offsetof(PyCodeObject, co_qualname));
-#else
-	P("CodeName", offsetof(PyCodeObject, co_name));
-#endif
-	P("CodeFilename", offsetof(PyCodeObject, co_filename));
-	P("UnicodeData", sizeof(PyASCIIObject));
 	return 0;
 }
