@@ -240,7 +240,13 @@ func TestDetachLeavesTargetAsItWas(t *testing.T) {
 	if _, err := runFor(t, s, time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if n, total := probedBytes(t, pid, plans); n != total || total < 50 {
+	// The driver's twins of runtime calls may be gone already (twins.go).
+	var kept []LibraryPlan
+	for _, p := range plans {
+		rest, _ := splitTwins(p)
+		kept = append(kept, rest)
+	}
+	if n, total := probedBytes(t, pid, kept); n != total || total < 40 {
 		t.Fatalf("while attached %d of %d probe addresses hold int3", n, total)
 	}
 	stepsBefore := len(d.truthSteps(t))

@@ -58,6 +58,9 @@ type Session struct {
 	follow       []int          // processes to attach to at the next poll (Follow)
 	marks        []events.Event // launch-probe markers and pool readings for the next batch
 	pools        *poolWatch
+	// twinCalls counts, by process, the calls deciding whether its
+	// driver twins go (twins.go); under mu.
+	twinCalls map[int]twinCounts
 }
 
 type target struct {
@@ -77,8 +80,9 @@ type target struct {
 
 type attachedLib struct {
 	plan   LibraryPlan
-	links  []link.Link // calls and the loader hook
-	launch []link.Link // launch counting, attached only while launches are sampled
+	links  []link.Link            // calls and the loader hook
+	launch []link.Link            // launch counting, attached only while launches are sampled
+	twins  map[string][]link.Link // driver twins of runtime calls, by group, until decided (twins.go)
 }
 
 // Stats counts what was lost or odd on the way from the probes.
@@ -113,7 +117,7 @@ func Open(cfg Config) (*Session, error) {
 		objs.Close()
 		return nil, fmt.Errorf("open ring buffer: %w", err)
 	}
-	sess := &Session{cfg: cfg, objs: objs, reader: rd, targets: map[int]*target{}}
+	sess := &Session{cfg: cfg, objs: objs, reader: rd, targets: map[int]*target{}, twinCalls: map[int]twinCounts{}}
 	if !cfg.NoPython {
 		sess.pools = newPoolWatch(func(pid uint32, p bpfPool) error {
 			if p.addr == 0 {
@@ -237,11 +241,31 @@ func (s *Session) scan(t *target) ([]LibraryPlan, error) {
 			return added, err
 		}
 		lp.PID = t.pid
-		links, err := attachPrograms(s.objs, t.pid, lp, ProgEntry, ProgReturn, ProgLibLoad)
+		rest, twins := splitTwins(lp)
+		links, err := attachPrograms(s.objs, t.pid, rest, ProgEntry, ProgReturn, ProgLibLoad)
 		if err != nil {
 			return added, err
 		}
 		lib := &attachedLib{plan: lp, links: links}
+		for g, tp := range twins {
+			tl, err := attachPrograms(s.objs, t.pid, tp, ProgEntry, ProgReturn)
+			if err != nil {
+				closeLinks(links)
+				for _, l := range lib.twins {
+					closeLinks(l)
+				}
+				return added, err
+			}
+			if lib.twins == nil {
+				lib.twins = map[string][]link.Link{}
+			}
+			lib.twins[g] = tl
+			s.mu.Lock()
+			if s.twinCalls[t.pid] == nil {
+				s.twinCalls[t.pid] = twinCounts{}
+			}
+			s.mu.Unlock()
+		}
 		if s.launchesOn(t) {
 			if lib.launch, err = attachPrograms(s.objs, t.pid, lp, ProgLaunch); err != nil {
 				closeLinks(links)
@@ -416,6 +440,7 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 		if s.pools != nil {
 			s.pools.sawBPFReadings(pidsWithPool(batch, &pooled), time.Now())
 		}
+		s.countTwins(batch)
 		// Markers from the last cycle sort in among the events that were
 		// still in the ring buffer when they were made.
 		s.mu.Lock()
@@ -657,6 +682,7 @@ func (s *Session) Detach(pid int) error {
 	s.mu.Lock()
 	t := s.targets[pid]
 	delete(s.targets, pid)
+	delete(s.twinCalls, pid)
 	s.mu.Unlock()
 	if t == nil {
 		return nil
@@ -664,6 +690,9 @@ func (s *Session) Detach(pid int) error {
 	var errs []error
 	for _, l := range t.libs {
 		errs = append(errs, closeLinks(l.links), closeLinks(l.launch))
+		for _, tl := range l.twins {
+			errs = append(errs, closeLinks(tl))
+		}
 	}
 	s.unwatchPythonCalls(t)
 	if t.python != nil {
