@@ -27,7 +27,9 @@ other configuration is also given against it, alternation by alternation.
 
 Each window also reports the CPU the job used (user and system, from
 /proc/PID/stat: a uprobe's trap and BPF program count as the job's system
-time) and, for "on" windows, the CPU gpuprof itself used. --gpuprof-cpus
+time), its threads' context switches a second (voluntary and not, from
+/proc/PID/task/TID/status: a thread with a watchpoint pays at each) and,
+for "on" windows, the CPU gpuprof itself used. --gpuprof-cpus
 runs gpuprof under taskset, --job-cpus the pipeline, to keep them apart.
 
 --job CMD runs another job instead of spec_pipeline.py (MODE is then only
@@ -94,9 +96,10 @@ def tree(pid):
 
 
 def job_cpu():
-    """The job's user and system CPU seconds so far (all its threads and
-    processes running now)."""
+    """The job's user and system CPU seconds so far, and its threads'
+    context switches (all its threads and processes running now)."""
     user = sys_ = 0.0
+    switches = 0
     for pid in tree(pipe.pid):
         try:
             with open(f"/proc/{pid}/stat") as f:
@@ -104,7 +107,15 @@ def job_cpu():
         except OSError:
             continue
         user, sys_ = user + int(fields[11]) / tick, sys_ + int(fields[12]) / tick
-    return user, sys_
+        try:
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/status") as f:
+                    for line in f:
+                        if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
+                            switches += int(line.split()[1])
+        except OSError:
+            pass
+    return user, sys_, switches
 
 
 def children_cpu():
@@ -148,7 +159,7 @@ def window(name, flags):
             # Say why, and go on: one failed window is not the whole run.
             print(f"{name}: gpuprof attach exit {r.returncode}: {r.stderr.strip()[-400:]}", file=sys.stderr, flush=True)
     c1 = job_cpu()
-    spans.append((name, t0, time.monotonic_ns(), (c1[0] - c0[0], c1[1] - c0[1]), children_cpu() - g0))
+    spans.append((name, t0, time.monotonic_ns(), (c1[0] - c0[0], c1[1] - c0[1], c1[2] - c0[2]), children_cpu() - g0))
     print(f"window {len(spans)}/{windows} ({name}) done", file=sys.stderr, flush=True)
 
 
@@ -195,11 +206,11 @@ def pct(x):
     return f"{100 * (x - 1):+.2f}%"
 
 
-for (name, a, b, (user, sys_), own), (_, rate, st) in zip(spans, measure(0.5)):
+for (name, a, b, (user, sys_, switches), own), (_, rate, st) in zip(spans, measure(0.5)):
     wall = (b - a) / 1e9
     gp = f"  gpuprof cpu {own / wall * 100:5.1f}%" if name != "off" else ""
     print(f"{name:>10s} {rate:8.2f} steps/s  median step_time {st * 1e3:7.3f} ms  "
-          f"job cpu user {user / wall:5.2f} sys {sys_ / wall:5.2f} cores{gp}")
+          f"job cpu user {user / wall:5.2f} sys {sys_ / wall:5.2f} cores  {switches / wall:8.0f} switches/s{gp}")
 for label, skip in (("whole", 0.5), ("steady", LEARN)):
     if secs - skip < 1.5:
         continue
