@@ -122,7 +122,7 @@ func (s *Session) watchPythonCalls(t *target) {
 			level = slog.LevelDebug
 		}
 		s.cfg.Log.Log(context.Background(), level, "watching Python function", "pid", t.pid, "probe", u.Spec(),
-			"returns", len(w.fn.Returns), "threads", len(w.threads), "only threads seen waiting in it", w.lazy)
+			"returns", len(w.fn.Returns), "threads", len(w.threads), "lazy", w.lazy)
 	}
 }
 
@@ -215,14 +215,23 @@ func (s *Session) watchWaitingThread(ev *events.Event) {
 			continue
 		}
 		w.threads[tid] = true // once: a thread that cannot be watched is not tried again
+		var fds []int
+		var err error
 		for _, addr := range w.siteAddrs() {
-			fd, err := openWatchpoint(tid, addr, s.objs.PyCallSite.FD(), false)
-			if err != nil {
-				s.cfg.Log.Debug("thread not watched", "pid", t.pid, "tid", tid, "probe", w.probe.Spec(), "err", err)
+			var fd int
+			if fd, err = openWatchpoint(tid, addr, s.objs.PyCallSite.FD(), false); err != nil {
 				break
 			}
-			w.events = append(w.events, fd)
+			fds = append(fds, fd)
 		}
+		if err != nil {
+			// All of its sites or none: a start with no return would
+			// time nothing.
+			closeFDs(fds)
+			s.cfg.Log.Debug("thread not watched", "pid", t.pid, "tid", tid, "probe", w.probe.Spec(), "err", err)
+			continue
+		}
+		w.events = append(w.events, fds...)
 		s.cfg.Log.Debug("watching a thread seen waiting in a Python function", "pid", t.pid, "tid", tid, "probe", w.probe.Spec())
 	}
 }
