@@ -180,7 +180,12 @@ func (s *Session) watchPythonCall(t *target, w *pyCallWatch, module, qualname st
 	}
 	w.fn, w.threads, w.lazy = fn, map[int]bool{}, w.probe.Default
 	if w.lazy {
-		return nil // watchWaitingThread watches the threads
+		// The threads seen waiting in it before it was found now, later
+		// ones as they are seen (watchWaitingThread).
+		for tid := range t.waitedIn[fn.Code] {
+			s.watchThread(t, w, tid)
+		}
+		return nil
 	}
 	events, err := watchThreads(s.cfg.ProcRoot, t.pid, sites, s.objs.PyCallSite.FD(), w.threads)
 	if err != nil {
@@ -198,9 +203,13 @@ func (w *pyCallWatch) siteAddrs() []uint64 {
 	return append([]uint64{w.fn.Entry}, w.fn.Returns...)
 }
 
+// maxWaitedIn bounds the code objects remembered as waited in, by target.
+const maxWaitedIn = 4096
+
 // watchWaitingThread starts watching, in the thread of a Python wait, the
 // lazily watched functions the wait is inside of (its frames run their
-// code).
+// code), and remembers which code the thread waited in, for functions
+// found later.
 func (s *Session) watchWaitingThread(ev *events.Event) {
 	s.mu.Lock()
 	t := s.targets[int(ev.PID)]
@@ -209,31 +218,48 @@ func (s *Session) watchWaitingThread(ev *events.Event) {
 		return
 	}
 	tid := int(ev.TID)
-	for _, w := range t.pyCalls {
-		if !w.lazy || w.fn == nil || w.threads[tid] ||
-			!slices.ContainsFunc(ev.Frames, func(f events.PyFrame) bool { return f.Code == w.fn.Code }) {
-			continue
-		}
-		w.threads[tid] = true // once: a thread that cannot be watched is not tried again
-		var fds []int
-		var err error
-		for _, addr := range w.siteAddrs() {
-			var fd int
-			if fd, err = openWatchpoint(tid, addr, s.objs.PyCallSite.FD(), false); err != nil {
-				break
-			}
-			fds = append(fds, fd)
-		}
-		if err != nil {
-			// All of its sites or none: a start with no return would
-			// time nothing.
-			closeFDs(fds)
-			s.cfg.Log.Debug("thread not watched", "pid", t.pid, "tid", tid, "probe", w.probe.Spec(), "err", err)
-			continue
-		}
-		w.events = append(w.events, fds...)
-		s.cfg.Log.Debug("watching a thread seen waiting in a Python function", "pid", t.pid, "tid", tid, "probe", w.probe.Spec())
+	if t.waitedIn == nil {
+		t.waitedIn = map[uint64]map[int]bool{}
 	}
+	for _, f := range ev.Frames {
+		in := t.waitedIn[f.Code]
+		if in == nil && len(t.waitedIn) < maxWaitedIn {
+			in = map[int]bool{}
+			t.waitedIn[f.Code] = in
+		}
+		if in != nil {
+			in[tid] = true
+		}
+	}
+	for _, w := range t.pyCalls {
+		if w.lazy && w.fn != nil && !w.threads[tid] &&
+			slices.ContainsFunc(ev.Frames, func(f events.PyFrame) bool { return f.Code == w.fn.Code }) {
+			s.watchThread(t, w, tid)
+		}
+	}
+}
+
+// watchThread puts all of a function's watchpoints in one thread, or
+// none: a start with no return would time nothing. A thread is tried
+// once.
+func (s *Session) watchThread(t *target, w *pyCallWatch, tid int) {
+	w.threads[tid] = true
+	var fds []int
+	var err error
+	for _, addr := range w.siteAddrs() {
+		var fd int
+		if fd, err = openWatchpoint(tid, addr, s.objs.PyCallSite.FD(), false); err != nil {
+			break
+		}
+		fds = append(fds, fd)
+	}
+	if err != nil {
+		closeFDs(fds)
+		s.cfg.Log.Debug("thread not watched", "pid", t.pid, "tid", tid, "probe", w.probe.Spec(), "err", err)
+		return
+	}
+	w.events = append(w.events, fds...)
+	s.cfg.Log.Debug("watching a thread seen waiting in a Python function", "pid", t.pid, "tid", tid, "probe", w.probe.Spec())
 }
 
 // watchThreads opens a watchpoint on every address in every thread of

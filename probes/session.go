@@ -68,6 +68,7 @@ type target struct {
 	sems      *SemaphorePlan          // libc's semaphore waits, once found
 	pyDone    bool                    // Python wait probes attached (or not to be)
 	pyCalls   map[uint16]*pyCallWatch // Python functions the user named, by probe (pycall.go)
+	waitedIn  map[uint64]map[int]bool // threads seen waiting in each code object (pycall.go)
 	pyMem     *pymem.Reader
 	pid       int
 	pidfd     int

@@ -18,8 +18,14 @@ names, without torch) whose two worker processes make each batch, with
 the fetch's CPU copies; "pin" adds its pin-memory thread. The truth's
 data_time is then the time in next(), as AngelSpec counts its data
 iterator, and its dispatch_wait zero.
+
+thru is the samples a second the loop realised: the batch over the time
+from the previous step's end to this one's (the first step: its own
+span), the loop's bookkeeping between steps included. batch over
+step_time + dispatch_wait would leave that out and read ~2% high here
+(more on a loaded machine).
 """
-import argparse, ctypes, json, multiprocessing, os, queue, sys, threading, time
+import argparse, collections, ctypes, json, multiprocessing, os, queue, sys, threading, time
 
 p = argparse.ArgumentParser()
 p.add_argument("libdir")
@@ -145,7 +151,9 @@ if args.native:
     mc.standin_batch_get_into.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p]
     client = mc.standin_mooncake_client(0.5 * fetch_copies)  # ns a byte: 0.5 ms a MiB a copy
     fetched = ctypes.create_string_buffer(SAMPLE)
-gen_times, gen_lock = [], threading.Lock()
+# The engines' recent iterations (a step reads those since it started):
+# bounded, so that the loop's bookkeeping does not grow with the run.
+gen_times, gen_lock = collections.deque(maxlen=1024), threading.Lock()
 
 
 def run_engine(idx):
@@ -229,6 +237,7 @@ else:
         e.start()
 
 with open(args.truth, "w") as out:
+    prev_end = 0
     for step in range(args.steps):
         t_start = time.monotonic_ns()
         waited, fetch_ns[0] = 0, 0
@@ -259,10 +268,11 @@ with open(args.truth, "w") as out:
             step=step, t_start_ns=t_start, t_data_end_ns=t_data, t_end_ns=t_end,
             step_time=step_time, data_time=(t_data - t_start) / 1e9 - dispatch_wait,
             compute_time=ms.value / 1e3, dispatch_wait=dispatch_wait,
-            train_capacity=args.batch / step_time, thru=args.batch / (step_time + dispatch_wait),
+            train_capacity=args.batch / step_time, thru=args.batch * 1e9 / (t_end - (prev_end or t_start)),
             infer_batch_time=per_call, infer_capacity=args.engines / per_call if per_call else 0.0,
             pool=(batches._data_queue if args.dataloader else pool).qsize(), **(dict(fetch_time=fetch_ns[0] / 1e9) if args.native else {}))) + "\n")
         out.flush()
+        prev_end = t_end
 
 if args.dataloader:
     batches.shutdown()
