@@ -706,12 +706,14 @@ int py_lock_return(struct pt_regs *ctx)
 	e->start_ns = start;
 	e->end_ns = now;
 	e->arg0 = ts->py.args[0];
+	__u64 cached = ts->py_tstate;
 	__u64 tstate = py_tstate(l, ts);
 	if (tstate)
 		e->nframes = py_frames(l, tstate, e);
-	if (!e->nframes && tstate == ts->py_tstate && tstate) {
-		// The thread's PyThreadState may have been replaced (a C thread
-		// taking the GIL anew): look it up again.
+	if (!e->nframes && tstate && tstate == cached) {
+		// The thread's PyThreadState, kept from before, may have been
+		// replaced (a C thread taking the GIL anew): look it up again.
+		// (One just looked up is not looked up twice.)
 		ts->py_tstate = 0;
 		tstate = py_tstate(l, ts);
 		if (tstate)

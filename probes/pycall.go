@@ -208,20 +208,34 @@ const maxWaitedIn = 4096
 
 // watchWaitingThread starts watching, in the thread of a Python wait, the
 // lazily watched functions the wait is inside of (its frames run their
-// code), and remembers which code the thread waited in, for functions
-// found later.
-func (s *Session) watchWaitingThread(ev *events.Event) {
-	s.mu.Lock()
-	t := s.targets[int(ev.PID)]
-	s.mu.Unlock()
+// code). While one of gpuprof's own functions is not found yet, it also
+// remembers which code the thread waited in, for when it is.
+func (s *Session) watchWaitingThread(t *target, ev *events.Event) {
 	if t == nil {
 		return
 	}
 	tid := int(ev.TID)
+	for _, w := range t.pyCalls {
+		if w.pending() {
+			t.noteWaitedIn(tid, ev.Frames)
+		}
+		if w.lazy && w.fn != nil && !w.threads[tid] &&
+			slices.ContainsFunc(ev.Frames, func(f events.PyFrame) bool { return f.Code == w.fn.Code }) {
+			s.watchThread(t, w, tid)
+		}
+	}
+}
+
+// pending says whether w is gpuprof's own function, to be watched lazily,
+// and not found yet.
+func (w *pyCallWatch) pending() bool { return w.probe.Default && w.fn == nil && !w.finished }
+
+// noteWaitedIn remembers that thread tid waited in the frames' code.
+func (t *target) noteWaitedIn(tid int, frames []events.PyFrame) {
 	if t.waitedIn == nil {
 		t.waitedIn = map[uint64]map[int]bool{}
 	}
-	for _, f := range ev.Frames {
+	for _, f := range frames {
 		in := t.waitedIn[f.Code]
 		if in == nil && len(t.waitedIn) < maxWaitedIn {
 			in = map[int]bool{}
@@ -229,12 +243,6 @@ func (s *Session) watchWaitingThread(ev *events.Event) {
 		}
 		if in != nil {
 			in[tid] = true
-		}
-	}
-	for _, w := range t.pyCalls {
-		if w.lazy && w.fn != nil && !w.threads[tid] &&
-			slices.ContainsFunc(ev.Frames, func(f events.PyFrame) bool { return f.Code == w.fn.Code }) {
-			s.watchThread(t, w, tid)
 		}
 	}
 }

@@ -265,6 +265,9 @@ func (s *Session) scan(t *target) ([]LibraryPlan, error) {
 			if s.twinCalls[t.pid] == nil {
 				s.twinCalls[t.pid] = twinCounts{}
 			}
+			if _, ok := s.twinCalls[t.pid][g]; !ok {
+				s.twinCalls[t.pid][g] = &[2]uint64{}
+			}
 			s.mu.Unlock()
 		}
 		if s.launchesOn(t) {
@@ -419,10 +422,11 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 				continue
 			}
 			if ev.Kind == events.KindPyWait {
-				if !s.nameFrames(&ev, time.Now()) {
+				t := s.targetOf(ev.PID)
+				if !s.nameFrames(t, &ev, time.Now()) {
 					continue // its process is gone, its code never named
 				}
-				s.watchWaitingThread(&ev)
+				s.watchWaitingThread(t, &ev)
 			}
 			batch = append(batch, ev)
 			if ev.Kind == events.KindPyWait && s.pools != nil {
@@ -511,21 +515,19 @@ func (s *Session) otherTargets(pid int) []int {
 	return out
 }
 
-// pythonMinor is the CPython minor version of a target, 0 if unknown.
-// pyReader is the reader of a target's CPython objects, nil if it runs
-// none (or it is gone).
-func (s *Session) pyReader(pid int) *pymem.Reader {
+// targetOf is the target of an event's process, nil if it is gone.
+func (s *Session) targetOf(pid uint32) *target {
 	s.mu.Lock()
-	t := s.targets[pid]
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	return s.targets[int(pid)]
+}
+
+// targetPyMem is the reader of a target's CPython objects, nil if it runs
+// none (or it is gone).
+func (s *Session) targetPyMem(t *target) *pymem.Reader {
 	if t == nil {
 		return nil
 	}
-	return s.targetPyMem(t)
-}
-
-// targetPyMem is pyReader for a target in hand.
-func (s *Session) targetPyMem(t *target) *pymem.Reader {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if t.python == nil {
@@ -544,8 +546,8 @@ func (s *Session) targetPyMem(t *target) *pymem.Reader {
 // nameFrames reads the names of a Python wait's frames from their code
 // objects, keeping the frames it could name in order. It says whether
 // any was.
-func (s *Session) nameFrames(ev *events.Event, now time.Time) bool {
-	r := s.pyReader(int(ev.PID))
+func (s *Session) nameFrames(t *target, ev *events.Event, now time.Time) bool {
+	r := s.targetPyMem(t)
 	if r == nil {
 		return false
 	}
@@ -562,6 +564,7 @@ func (s *Session) nameFrames(ev *events.Event, now time.Time) bool {
 	return len(named) > 0
 }
 
+// pythonMinor is the CPython minor version of a target, 0 if unknown.
 func (s *Session) pythonMinor(pid int) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,6 +1,9 @@
 package probes
 
 import (
+	"context"
+	"log/slog"
+
 	"github.com/cilium/ebpf/link"
 
 	"github.com/gpuprof/gpuprof/cudaapi"
@@ -65,9 +68,9 @@ func splitTwins(lp LibraryPlan) (rest LibraryPlan, twins map[string]LibraryPlan)
 	return rest, twins
 }
 
-// twinCounts are one process's calls of each twin group, by the layer
-// that timed them: [0] the runtime, [1] the driver directly; nil once the
-// group is decided.
+// twinCounts are one process's calls of each twin group attached, by the
+// layer that timed them: [0] the runtime, [1] the driver directly; nil
+// once the group is decided.
 type twinCounts map[string]*[2]uint64
 
 // countTwin notes a call event for its process's twin decision.
@@ -80,13 +83,9 @@ func (c twinCounts) count(ev *events.Event) {
 	if g == "" {
 		return
 	}
-	n, ok := c[g]
-	if !ok {
-		n = &[2]uint64{}
-		c[g] = n
-	}
+	n := c[g]
 	if n == nil {
-		return // decided
+		return // not attached, or decided
 	}
 	switch a.Layer {
 	case cudaapi.LayerRuntime:
@@ -110,21 +109,19 @@ func twinVerdict(n [2]uint64) (detach, keep bool) {
 
 // decideTwins detaches the twin groups of t's driver libraries that its
 // calls show redundant; a group its calls show needed joins the library's
-// other links. Run's goroutine only: it alone changes the counts.
+// other links.
 func (s *Session) decideTwins(t *target) {
+	var gone []link.Link
 	s.mu.Lock()
 	counts := s.twinCalls[t.pid]
-	s.mu.Unlock()
 	for g, n := range counts {
 		if n == nil {
-			continue // decided
+			continue
 		}
 		detach, keep := twinVerdict(*n)
 		if !detach && !keep {
 			continue
 		}
-		var gone []link.Link
-		s.mu.Lock()
 		for _, l := range t.libs {
 			if detach {
 				gone = append(gone, l.twins[g]...)
@@ -133,32 +130,48 @@ func (s *Session) decideTwins(t *target) {
 			}
 			delete(l.twins, g)
 		}
-		s.mu.Unlock()
+		msg, level := "driver probes kept: calls made straight to the driver", slog.LevelDebug
 		if detach {
-			closeLinks(gone)
-			s.cfg.Log.Info("driver probes detached: the CUDA runtime's probes time these calls", "pid", t.pid,
-				"calls", g, "runtime", n[0], "straight to the driver", n[1])
-		} else {
-			s.cfg.Log.Debug("driver probes kept: calls made straight to the driver", "pid", t.pid,
-				"calls", g, "runtime", n[0], "straight to the driver", n[1])
+			msg, level = "driver probes detached: the CUDA runtime's probes time these calls", slog.LevelInfo
 		}
+		s.cfg.Log.Log(context.Background(), level, msg, "pid", t.pid, "calls", g, "runtime", n[0], "straight to the driver", n[1])
 		counts[g] = nil
 	}
+	s.mu.Unlock()
+	closeLinks(gone)
 }
 
 // countTwins counts the call events of a batch for their processes' twin
 // decisions, and makes the decisions due.
 func (s *Session) countTwins(batch []events.Event) {
-	seen := map[*target]bool{}
 	s.mu.Lock()
+	// The processes with a group still undecided: once all are decided
+	// (the usual state), a batch costs nothing here.
+	var counting map[int]twinCounts
+	for pid, c := range s.twinCalls {
+		for _, n := range c {
+			if n != nil {
+				if counting == nil {
+					counting = map[int]twinCounts{}
+				}
+				counting[pid] = c
+				break
+			}
+		}
+	}
+	if counting == nil {
+		s.mu.Unlock()
+		return
+	}
+	seen := map[*target]bool{}
 	for i := range batch {
 		ev := &batch[i]
 		if ev.Kind != events.KindCall {
 			continue
 		}
-		c := s.twinCalls[int(ev.PID)]
+		c := counting[int(ev.PID)]
 		if c == nil {
-			continue // no driver twins attached
+			continue
 		}
 		c.count(ev)
 		if t := s.targets[int(ev.PID)]; t != nil {

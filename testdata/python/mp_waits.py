@@ -25,8 +25,13 @@ def consume(q, gets, out):
 if __name__ == "__main__":
     gets, pause, delay, truth = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
     stop = threading.Event()
+
+    def idle():
+        while not stop.wait(0.02):
+            pass
+
     for _ in range(int(sys.argv[5]) if len(sys.argv) > 5 else 0):
-        threading.Thread(target=lambda: [stop.wait(0.02) for _ in iter(stop.is_set, True)], daemon=True).start()
+        threading.Thread(target=idle, daemon=True).start()
     q = mp.Queue()
     time.sleep(delay)
     p = mp.Process(target=produce, args=(q, gets, pause))
