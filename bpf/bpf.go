@@ -111,7 +111,7 @@ func EnableStats() (io.Closer, error) {
 // ProgramStats returns each program's runs and run time so far, most run first.
 func (o *Objects) ProgramStats() []ProgramStat {
 	progs := map[string]*ebpf.Program{
-		"api_entry": o.ApiEntry, "api_return": o.ApiReturn, "launch_entry": o.LaunchEntry,
+		"api_entry": o.ApiEntry, "api_return": o.ApiReturn, "api_instant": o.ApiInstant, "launch_entry": o.LaunchEntry,
 		"lib_load": o.LibLoad, "py_lock_entry": o.PyLockEntry, "py_lock_return": o.PyLockReturn,
 		"gil_entry": o.GilEntry, "gil_return": o.GilReturn, "io_write": o.IoWrite,
 		"py_call_site": o.PyCallSite,

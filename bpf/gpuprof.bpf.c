@@ -98,6 +98,8 @@ struct thread_state {
 	struct call_slot gil; // a condition wait right after one: taking the GIL back
 	__u64 py_wait_end;    // when the thread's last reported Python wait ended
 	__u64 py_tstate;      // the thread's PyThreadState, as last found
+	__u64 instant_arg;    // the first argument of the thread's last runtime instant call
+	__u64 instant_ns;     // and when it was made (0: its driver twin was seen)
 	__u64 launch_first_ns;
 	__u64 launch_last_ns;
 	__u32 launches;
@@ -396,6 +398,44 @@ static __always_inline void read_pool(struct event *e)
 		e->pool_gets = (__u32)pw->gets + 1;
 }
 
+// reserve_call reserves a call event and fills in what every call event
+// carries: who, when, the launches since the thread's previous event, and
+// the pool. NULL (counted) when the ring buffer is full.
+static __always_inline struct event *reserve_call(struct thread_state *ts, __u64 cookie, __u64 start, __u64 end)
+{
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(STAT_RINGBUF_FULL);
+		return NULL;
+	}
+	__u64 id = bpf_get_current_pid_tgid();
+	e->kind = EV_CALL;
+	e->layer = COOKIE_LAYER(cookie);
+	e->api = COOKIE_API(cookie);
+	e->pid = id >> 32;
+	e->tid = (__u32)id;
+	e->start_ns = start;
+	e->end_ns = end;
+	if (COOKIE_LAYER(cookie) == LAYER_USER) {
+		// Launch counts stay for the thread's next CUDA call: a user
+		// probe's event is a span of time, not a step of GPU work.
+		e->launches = e->graph_launches = 0;
+		e->launch_first_ns = e->launch_last_ns = 0;
+	} else {
+		e->launches = ts->launches;
+		e->graph_launches = ts->graph_launches;
+		e->launch_first_ns = ts->launch_first_ns;
+		e->launch_last_ns = ts->launch_last_ns;
+		ts->launches = 0;
+		ts->graph_launches = 0;
+		ts->launch_first_ns = 0;
+		ts->launch_last_ns = 0;
+	}
+	e->out = 0;
+	read_pool(e);
+	return e;
+}
+
 SEC("uretprobe.multi")
 int api_return(struct pt_regs *ctx)
 {
@@ -425,34 +465,10 @@ int api_return(struct pt_regs *ctx)
 		slot->start_ns = 0;
 		return 0;
 	}
-	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	struct event *e = reserve_call(ts, cookie, slot->start_ns, now);
 	if (!e) {
-		count(STAT_RINGBUF_FULL);
 		slot->start_ns = 0;
 		return 0;
-	}
-	__u64 id = bpf_get_current_pid_tgid();
-	e->kind = EV_CALL;
-	e->layer = COOKIE_LAYER(cookie);
-	e->api = COOKIE_API(cookie);
-	e->pid = id >> 32;
-	e->tid = (__u32)id;
-	e->start_ns = slot->start_ns;
-	e->end_ns = now;
-	if (COOKIE_LAYER(cookie) == LAYER_USER) {
-		// Launch counts stay for the thread's next CUDA call: a user
-		// probe's event is a span of time, not a step of GPU work.
-		e->launches = e->graph_launches = 0;
-		e->launch_first_ns = e->launch_last_ns = 0;
-	} else {
-		e->launches = ts->launches;
-		e->graph_launches = ts->graph_launches;
-		e->launch_first_ns = ts->launch_first_ns;
-		e->launch_last_ns = ts->launch_last_ns;
-		ts->launches = 0;
-		ts->graph_launches = 0;
-		ts->launch_first_ns = 0;
-		ts->launch_last_ns = 0;
 	}
 	e->args[0] = slot->args[0];
 	e->args[1] = slot->args[1];
@@ -460,8 +476,6 @@ int api_return(struct pt_regs *ctx)
 	e->args[3] = slot->args[3];
 	e->args[4] = slot->args[4];
 	e->ret = PT_REGS_RC(ctx);
-	e->out = 0;
-	read_pool(e);
 	__u32 out_arg = COOKIE_OUT_ARG(cookie);
 	if (out_arg < NARGS) {
 		void *ptr = (void *)slot->args[out_arg];
@@ -475,6 +489,48 @@ int api_return(struct pt_regs *ctx)
 		}
 	}
 	slot->start_ns = 0;
+	bpf_ringbuf_submit(e, ringbuf_flags());
+	return 0;
+}
+
+// Calls that only enqueue work and return at once (event records): one
+// event at entry, start and end alike, and no return probe, which would
+// cost each call another trap (~350 ns on the GPU host, FACTS.md §2): DDP's
+// backward pass records ~85 events a step. The runtime's record calls the
+// driver's with the same event handle, and without a return the runtime
+// call is not known to be in flight, so the runtime's notes its handle and
+// the driver's, seeing it within instant_twin_ns, stays quiet.
+volatile const __u64 instant_twin_ns = 1000000;
+
+SEC("uprobe.multi")
+int api_instant(struct pt_regs *ctx)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	struct thread_state *ts = thread_state(1);
+	if (!ts)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 arg0 = PT_REGS_PARM1(ctx);
+	if (COOKIE_LAYER(cookie) == LAYER_DRIVER) {
+		if (ts->rt.start_ns && ts->rt.sp > PT_REGS_SP(ctx))
+			return 0; // underneath a runtime call, which reports itself
+		if (ts->instant_ns && ts->instant_arg == arg0 && now - ts->instant_ns < instant_twin_ns) {
+			ts->instant_ns = 0;
+			return 0; // the runtime's call of the same handle, just reported
+		}
+	} else if (COOKIE_LAYER(cookie) == LAYER_RUNTIME) {
+		ts->instant_arg = arg0;
+		ts->instant_ns = now;
+	}
+	struct event *e = reserve_call(ts, cookie, now, now);
+	if (!e)
+		return 0;
+	e->args[0] = arg0;
+	e->args[1] = PT_REGS_PARM2(ctx);
+	e->args[2] = PT_REGS_PARM3(ctx);
+	e->args[3] = PT_REGS_PARM4(ctx);
+	e->args[4] = PT_REGS_PARM5(ctx);
+	e->ret = 0;
 	bpf_ringbuf_submit(e, ringbuf_flags());
 	return 0;
 }

@@ -166,6 +166,8 @@ type gpuprofThreadState struct {
 	}
 	PyWaitEnd     uint64
 	PyTstate      uint64
+	InstantArg    uint64
+	InstantNs     uint64
 	LaunchFirstNs uint64
 	LaunchLastNs  uint64
 	Launches      uint32
@@ -200,6 +202,7 @@ const (
 	gpuprofMapThreads         = "threads"
 	gpuprofMapWaitHits        = "wait_hits"
 	gpuprofProgApiEntry       = "api_entry"
+	gpuprofProgApiInstant     = "api_instant"
 	gpuprofProgApiReturn      = "api_return"
 	gpuprofProgBare           = "bare"
 	gpuprofProgGilEntry       = "gil_entry"
@@ -211,6 +214,7 @@ const (
 	gpuprofProgPyLockEntry    = "py_lock_entry"
 	gpuprofProgPyLockReturn   = "py_lock_return"
 	gpuprofVarCountWaits      = "count_waits"
+	gpuprofVarInstantTwinNs   = "instant_twin_ns"
 	gpuprofVarPyMinWaitNs     = "py_min_wait_ns"
 	gpuprofVarPyReadCookie    = "py_read_cookie"
 	gpuprofVarUnusedEvent     = "unused_event"
@@ -269,6 +273,7 @@ type gpuprofSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type gpuprofProgramSpecs struct {
 	ApiEntry     *ebpf.ProgramSpec `ebpf:"api_entry"`
+	ApiInstant   *ebpf.ProgramSpec `ebpf:"api_instant"`
 	ApiReturn    *ebpf.ProgramSpec `ebpf:"api_return"`
 	Bare         *ebpf.ProgramSpec `ebpf:"bare"`
 	GilEntry     *ebpf.ProgramSpec `ebpf:"gil_entry"`
@@ -301,6 +306,7 @@ type gpuprofMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type gpuprofVariableSpecs struct {
 	CountWaits      *ebpf.VariableSpec `ebpf:"count_waits"`
+	InstantTwinNs   *ebpf.VariableSpec `ebpf:"instant_twin_ns"`
 	PyMinWaitNs     *ebpf.VariableSpec `ebpf:"py_min_wait_ns"`
 	PyReadCookie    *ebpf.VariableSpec `ebpf:"py_read_cookie"`
 	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
@@ -366,6 +372,7 @@ func (m *gpuprofMaps) Close() error {
 // It can be passed to loadGpuprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type gpuprofVariables struct {
 	CountWaits      *ebpf.Variable `ebpf:"count_waits"`
+	InstantTwinNs   *ebpf.Variable `ebpf:"instant_twin_ns"`
 	PyMinWaitNs     *ebpf.Variable `ebpf:"py_min_wait_ns"`
 	PyReadCookie    *ebpf.Variable `ebpf:"py_read_cookie"`
 	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`
@@ -386,6 +393,7 @@ type gpuprofVariables struct {
 // It can be passed to loadGpuprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type gpuprofPrograms struct {
 	ApiEntry     *ebpf.Program `ebpf:"api_entry"`
+	ApiInstant   *ebpf.Program `ebpf:"api_instant"`
 	ApiReturn    *ebpf.Program `ebpf:"api_return"`
 	Bare         *ebpf.Program `ebpf:"bare"`
 	GilEntry     *ebpf.Program `ebpf:"gil_entry"`
@@ -401,6 +409,7 @@ type gpuprofPrograms struct {
 func (p *gpuprofPrograms) Close() error {
 	return _GpuprofClose(
 		p.ApiEntry,
+		p.ApiInstant,
 		p.ApiReturn,
 		p.Bare,
 		p.GilEntry,

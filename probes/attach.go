@@ -3,6 +3,7 @@ package probes
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -12,7 +13,7 @@ import (
 
 // attachPlan attaches every probe of a plan to pid.
 func attachPlan(objs *bpf.Objects, pid int, lp LibraryPlan) ([]link.Link, error) {
-	return attachPrograms(objs, pid, lp, ProgEntry, ProgReturn, ProgLaunch, ProgLibLoad)
+	return attachPrograms(objs, pid, lp, slices.Concat(callPrograms, []Program{ProgLaunch, ProgLibLoad})...)
 }
 
 // attachPrograms attaches the plan's probes that run the given programs, with
@@ -66,6 +67,8 @@ func attachPrograms(objs *bpf.Objects, pid int, lp LibraryPlan, progs ...Program
 			l, err = ex.UprobeMulti(nil, objs.LaunchEntry, opts)
 		case ProgLibLoad:
 			l, err = ex.UprobeMulti(nil, objs.LibLoad, opts)
+		case ProgInstant:
+			l, err = ex.UprobeMulti(nil, objs.ApiInstant, opts)
 		}
 		if err != nil {
 			if errors.Is(err, ebpf.ErrNotSupported) {

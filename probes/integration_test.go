@@ -132,11 +132,24 @@ func TestAttachToRunningProcess(t *testing.T) {
 	if n := len(c.calls("cuEventElapsedTime_v2")); n != 0 {
 		t.Errorf("%d driver elapsed-time calls reported under runtime calls", n)
 	}
+	// Event records are reported once, at entry (api_instant): two a
+	// step, each with its start and end at one instant, and never again by
+	// the driver's record underneath (the same event handle), whether its
+	// twin probes are still attached or not.
+	recs := c.calls("cudaEventRecordWithFlags")
+	if len(recs) < 2*len(reads) || len(recs) > 2*len(reads)+4 {
+		t.Errorf("%d event records reported for %d steps, want 2 a step", len(recs), len(reads))
+	}
+	for _, e := range recs {
+		if e.Start != e.End || e.Start == 0 {
+			t.Fatalf("event record from %d to %d, want one instant", e.Start, e.End)
+		}
+	}
+	if n := len(c.calls("cuEventRecordWithFlags")); n != 0 {
+		t.Errorf("%d driver event records reported under the runtime's", n)
+	}
 	// Launches: 40 a step on the training thread, counted in the kernel.
 	var launches uint64
-	for _, e := range reads {
-		_ = e
-	}
 	for _, e := range c.evs {
 		if e.TID == reads[0].TID {
 			launches += uint64(e.Launches)

@@ -15,10 +15,14 @@ const (
 	ProgReturn                     // api_return: emits the event
 	ProgLaunch                     // launch_entry: counts
 	ProgLibLoad                    // lib_load: notifies
+	ProgInstant                    // api_instant: emits the event at entry
 )
 
+// callPrograms are the programs that report CUDA calls.
+var callPrograms = []Program{ProgEntry, ProgReturn, ProgInstant}
+
 func (p Program) String() string {
-	return [...]string{"", "entry", "return", "launch-count", "lib-load"}[p]
+	return [...]string{"", "entry", "return", "launch-count", "lib-load", "entry-only"}[p]
 }
 
 // Probe is one entry point in one library, placed.
@@ -38,6 +42,9 @@ func (p Probe) Programs() []Program {
 		return []Program{ProgLaunch}
 	case cudaapi.ClassLibLoad:
 		return []Program{ProgLibLoad}
+	case cudaapi.ClassRecord:
+		// A record only enqueues: its entry is its time (api_instant).
+		return []Program{ProgInstant}
 	}
 	return []Program{ProgEntry, ProgReturn}
 }

@@ -243,13 +243,13 @@ func (s *Session) scan(t *target) ([]LibraryPlan, error) {
 		}
 		lp.PID = t.pid
 		rest, twins := splitTwins(lp)
-		links, err := attachPrograms(s.objs, t.pid, rest, ProgEntry, ProgReturn, ProgLibLoad)
+		links, err := attachPrograms(s.objs, t.pid, rest, slices.Concat(callPrograms, []Program{ProgLibLoad})...)
 		if err != nil {
 			return added, err
 		}
 		lib := &attachedLib{plan: lp, links: links}
 		for g, tp := range twins {
-			tl, err := attachPrograms(s.objs, t.pid, tp, ProgEntry, ProgReturn)
+			tl, err := attachPrograms(s.objs, t.pid, tp, callPrograms...)
 			if err != nil {
 				closeLinks(links)
 				for _, l := range lib.twins {
@@ -313,7 +313,7 @@ func (s *Session) scanUser(t *target, f MappedFile) (*LibraryPlan, error) {
 	lp := LibraryPlan{PID: t.pid, File: f, Layer: cudaapi.LayerUser, Probes: probes}
 	lib := &attachedLib{plan: lp}
 	if len(probes) > 0 {
-		if lib.links, err = attachPrograms(s.objs, t.pid, lp, ProgEntry, ProgReturn); err != nil {
+		if lib.links, err = attachPrograms(s.objs, t.pid, lp, callPrograms...); err != nil {
 			return nil, err
 		}
 	}

@@ -1,9 +1,6 @@
 package probes
 
 import (
-	"context"
-	"log/slog"
-
 	"github.com/cilium/ebpf/link"
 
 	"github.com/gpuprof/gpuprof/cudaapi"
@@ -18,9 +15,9 @@ import (
 // their CUDA call probe hits in such driver twins (each backward step's
 // ~130 gradient-bucket copies among them). The driver's probes still
 // catch what calls the driver directly (JAX, NCCL's own runtime), so they
-// are attached in groups of their own, and a group is detached only once
-// the process has made twinEvidence runtime calls of its kind and at most
-// 1 in twinDirectShare of as many straight to the driver.
+// are attached in groups of their own, and a group is detached once the
+// process has made twinEvidence runtime calls of its kind with at most 1
+// in twinDirectShare of as many straight to the driver in between.
 const (
 	twinEvidence    = 200
 	twinDirectShare = 100
@@ -68,9 +65,9 @@ func splitTwins(lp LibraryPlan) (rest LibraryPlan, twins map[string]LibraryPlan)
 	return rest, twins
 }
 
-// twinCounts are one process's calls of each twin group attached, by the
-// layer that timed them: [0] the runtime, [1] the driver directly; nil
-// once the group is decided.
+// twinCounts are one process's calls of each twin group attached, in the
+// current window, by the layer that timed them: [0] the runtime, [1] the
+// driver directly; nil once the group is detached.
 type twinCounts map[string]*[2]uint64
 
 // countTwin notes a call event for its process's twin decision.
@@ -95,9 +92,14 @@ func (c twinCounts) count(ev *events.Event) {
 	}
 }
 
-// twinVerdict says whether a group's driver probes can go (detach), must
-// stay (keep), or whether it is too soon to tell.
-func twinVerdict(n [2]uint64) (detach, keep bool) {
+// twinVerdict says, at the end of a window of twinEvidence runtime calls,
+// whether a group's driver probes can go (detach) or a new window starts
+// (the driver was called directly too often in this one). A window that
+// is not full yet decides nothing. Windows, not a running total: the calls
+// a job makes while it sets up (NCCL's straight to the driver as it
+// connects the ranks) say nothing of the loop that follows, and a group
+// whose direct calls go on (DDP's event records, NCCL's own) only stays.
+func twinVerdict(n [2]uint64) (detach, restart bool) {
 	if n[0] < twinEvidence {
 		return false, false
 	}
@@ -108,8 +110,7 @@ func twinVerdict(n [2]uint64) (detach, keep bool) {
 }
 
 // decideTwins detaches the twin groups of t's driver libraries that its
-// calls show redundant; a group its calls show needed joins the library's
-// other links.
+// calls show redundant, and starts a new window for those they do not.
 func (s *Session) decideTwins(t *target) {
 	var gone []link.Link
 	s.mu.Lock()
@@ -118,23 +119,19 @@ func (s *Session) decideTwins(t *target) {
 		if n == nil {
 			continue
 		}
-		detach, keep := twinVerdict(*n)
-		if !detach && !keep {
+		detach, restart := twinVerdict(*n)
+		if restart {
+			s.cfg.Log.Debug("driver probes kept for now: calls made straight to the driver", "pid", t.pid, "calls", g, "runtime", n[0], "straight to the driver", n[1])
+			*n = [2]uint64{}
+		}
+		if !detach {
 			continue
 		}
 		for _, l := range t.libs {
-			if detach {
-				gone = append(gone, l.twins[g]...)
-			} else {
-				l.links = append(l.links, l.twins[g]...)
-			}
+			gone = append(gone, l.twins[g]...)
 			delete(l.twins, g)
 		}
-		msg, level := "driver probes kept: calls made straight to the driver", slog.LevelDebug
-		if detach {
-			msg, level = "driver probes detached: the CUDA runtime's probes time these calls", slog.LevelInfo
-		}
-		s.cfg.Log.Log(context.Background(), level, msg, "pid", t.pid, "calls", g, "runtime", n[0], "straight to the driver", n[1])
+		s.cfg.Log.Info("driver probes detached: the CUDA runtime's probes time these calls", "pid", t.pid, "calls", g, "runtime", n[0], "straight to the driver", n[1])
 		counts[g] = nil
 	}
 	s.mu.Unlock()

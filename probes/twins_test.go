@@ -1,10 +1,13 @@
 package probes
 
 import (
+	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/gpuprof/gpuprof/cudaapi"
@@ -14,18 +17,19 @@ import (
 func TestTwinVerdict(t *testing.T) {
 	for _, c := range []struct {
 		runtime, direct uint64
-		detach, keep    bool
+		detach, restart bool
 	}{
-		{runtime: twinEvidence - 1, direct: 0},                   // too soon
-		{runtime: twinEvidence, direct: 0, detach: true},         // all through the runtime
-		{runtime: 1000, direct: 10, detach: true},                // NCCL's odd direct call
-		{runtime: 1000, direct: 11, keep: true},                  // a JAX-like share
-		{runtime: 64700, direct: 38500, keep: true},              // DDP's event records (NCCL's own runtime)
-		{runtime: twinEvidence - 1, direct: 5000, detach: false}, // driver-only so far: wait
+		{runtime: twinEvidence - 1, direct: 0},              // too soon
+		{runtime: twinEvidence, direct: 0, detach: true},    // all through the runtime
+		{runtime: 1000, direct: 10, detach: true},           // NCCL's odd direct call
+		{runtime: 1000, direct: 11, restart: true},          // a JAX-like share
+		{runtime: twinEvidence, direct: 146, restart: true}, // NCCL connecting DDP's ranks: try again
+		{runtime: 64700, direct: 38500, restart: true},      // DDP's event records (NCCL's own runtime)
+		{runtime: twinEvidence - 1, direct: 5000},           // driver-only so far: wait
 	} {
-		detach, keep := twinVerdict([2]uint64{c.runtime, c.direct})
-		if detach != c.detach || keep != c.keep {
-			t.Errorf("runtime %d, direct %d: detach %v keep %v, want %v %v", c.runtime, c.direct, detach, keep, c.detach, c.keep)
+		detach, restart := twinVerdict([2]uint64{c.runtime, c.direct})
+		if detach != c.detach || restart != c.restart {
+			t.Errorf("runtime %d, direct %d: detach %v restart %v, want %v %v", c.runtime, c.direct, detach, restart, c.detach, c.restart)
 		}
 	}
 }
@@ -124,5 +128,42 @@ func TestDriverTwinsDetached(t *testing.T) {
 	// double the copies', syncs' and event calls'.
 	if float64(runs) > 1.3*float64(reported) {
 		t.Errorf("%d entry program runs for %d runtime calls: driver twins still trap", runs, reported)
+	}
+}
+
+// TestTwinWindows: direct driver calls while the job sets up (NCCL
+// connecting the ranks) only put the decision off; the loop's calls, all
+// through the runtime, then detach the group. The counting is the
+// session's own (countTwins), fed call events.
+func TestTwinWindows(t *testing.T) {
+	const pid = 42
+	s := &Session{cfg: Config{Log: slog.New(slog.DiscardHandler)}, targets: map[int]*target{}, twinCalls: map[int]twinCounts{}}
+	lib := &attachedLib{twins: map[string][]link.Link{"copies": nil}}
+	s.targets[pid] = &target{pid: pid, libs: map[string]*attachedLib{"libcuda": lib}}
+	s.twinCalls[pid] = twinCounts{"copies": &[2]uint64{}}
+	call := func(name string, n int) []events.Event {
+		a, ok := cudaapi.ByName(name)
+		if !ok {
+			t.Fatalf("no %s", name)
+		}
+		return slices.Repeat([]events.Event{{Kind: events.KindCall, PID: pid, API: a.ID}}, n)
+	}
+	s.countTwins(slices.Concat(call("cuMemcpyHtoDAsync_v2", 146), call("cudaMemcpyAsync", twinEvidence)))
+	if n := s.twinCalls[pid]["copies"]; n == nil || *n != [2]uint64{} {
+		t.Fatalf("after a window with 146 direct calls: counts %v, want a new window", n)
+	}
+	if _, ok := lib.twins["copies"]; !ok {
+		t.Fatal("detached after a window with 146 direct calls")
+	}
+	s.countTwins(call("cudaMemcpyAsync", twinEvidence-1))
+	if _, ok := lib.twins["copies"]; !ok {
+		t.Fatal("detached before the window was full")
+	}
+	s.countTwins(slices.Concat(call("cuMemcpyAsync", 1), call("cudaMemcpyAsync", 1)))
+	if n := s.twinCalls[pid]["copies"]; n != nil {
+		t.Errorf("counts %v after a window of %d runtime calls and one direct, want the group detached", *n, twinEvidence)
+	}
+	if _, ok := lib.twins["copies"]; ok {
+		t.Error("twin links still held after the group was detached")
 	}
 }

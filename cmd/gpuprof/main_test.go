@@ -444,9 +444,10 @@ func TestPythonPipelines(t *testing.T) {
 	}
 }
 
-// trainerWaitedInGet matches a summary's Python wait row of dispatch
-// waits: a thread blocked getting samples.
-var trainerWaitedInGet = regexp.MustCompile(`(?m)^\s+\d+\s+\d+\s+dispatch\s+\d+\s`)
+// trainerWaitedInGet matches a summary's Python wait row of a thread
+// blocked getting samples from a multiprocessing queue (not the engines'
+// time.sleep, also dispatch waits).
+var trainerWaitedInGet = regexp.MustCompile(`(?m)^\s+\d+\s+\d+\s+dispatch\s+\d+\s+\S+\s+multiprocessing\.`)
 
 // checkWaitCounts checks --probe-stats' Python wait counts: the trainer's
 // main thread blocks in its queue's get, a semaphore wait, often enough to
