@@ -22,6 +22,7 @@ type (
 	PySiteKey = gpuprofPySiteKey
 	PySite    = gpuprofPySite
 	WaitKey   = gpuprofWaitKey
+	TwinKey   = gpuprofTwinKey
 	WaitValue = gpuprofWaitCount
 	Objects   = gpuprofObjects
 	Programs  = gpuprofPrograms
@@ -164,4 +165,59 @@ func (o *Objects) WaitCounts() ([]WaitCount, error) {
 	}
 	slices.SortFunc(out, func(a, b WaitCount) int { return cmp.Compare(b.Hits, a.Hits) })
 	return out, nil
+}
+
+// TwinCounts returns, for one process, how many calls of each driver entry
+// point (by API ID) were made underneath a runtime call of the same kind
+// (a copy under a copy, a record under a record).
+func (o *Objects) TwinCounts(pid uint32) (map[uint16]uint64, error) {
+	var (
+		key  TwinKey
+		vals []uint64
+	)
+	out := map[uint16]uint64{}
+	it := o.TwinHits.Iterate()
+	for it.Next(&key, &vals) {
+		if key.Pid != pid {
+			continue
+		}
+		for _, v := range vals {
+			out[key.Api] += v
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read twin counts: %w", err)
+	}
+	return out, nil
+}
+
+// RaiseRuntimeGeneration ends every runtime call the programs hold as in
+// flight: their probes were detached, and their returns will not be seen.
+func (o *Objects) RaiseRuntimeGeneration() error {
+	var gen uint64
+	if err := o.RtGen.Get(&gen); err != nil {
+		return fmt.Errorf("read rt_gen: %w", err)
+	}
+	if err := o.RtGen.Set(gen + 1); err != nil {
+		return fmt.Errorf("set rt_gen: %w", err)
+	}
+	return nil
+}
+
+// ForgetTwins drops a process's twin counts (it was detached).
+func (o *Objects) ForgetTwins(pid uint32) {
+	var (
+		key  TwinKey
+		vals []uint64
+		gone []TwinKey
+	)
+	it := o.TwinHits.Iterate()
+	for it.Next(&key, &vals) {
+		if key.Pid == pid {
+			gone = append(gone, key)
+		}
+	}
+	for _, k := range gone {
+		o.TwinHits.Delete(k)
+	}
 }

@@ -29,6 +29,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define COOKIE_FUNC_ARG(c) (((c) >> 28) & 0xf)
 #define COOKIE_NAME_ARG(c) (((c) >> 32) & 0xf) // 0: none, else index+1
 #define COOKIE_GRAPH(c) (((c) >> 40) & 1)
+#define COOKIE_TWIN(c) (((c) >> 44) & 3) // the kind a runtime call shares with the driver's, 0: none (probes/twins.go)
 
 #define LAYER_RUNTIME 1
 #define LAYER_DRIVER 2
@@ -87,6 +88,7 @@ struct call_slot {
 	__u64 start_ns;
 	__u64 sp;
 	__u64 cookie;
+	__u64 gen; // rt_gen at entry (runtime calls)
 	__u64 args[NARGS];
 };
 
@@ -169,6 +171,7 @@ const struct py_event *unused_py_event __attribute__((unused));
 const struct pool_word *unused_pool_word __attribute__((unused));
 const struct wait_key *unused_wait_key __attribute__((unused));
 const struct wait_count *unused_wait_count __attribute__((unused));
+const struct twin_key *unused_twin_key __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -229,6 +232,27 @@ struct {
 	__type(value, __u64);
 } stats SEC(".maps");
 
+// Driver calls made underneath a runtime call of the same kind, by process
+// and driver entry point: whether the driver's probes see every runtime
+// call, so that the runtime's can go (probes/twins.go).
+struct twin_key {
+	__u32 pid;
+	__u16 api;
+	__u16 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct twin_key);
+	__type(value, __u64);
+} twin_hits SEC(".maps");
+
+// rt_gen is raised by gpuprof each time it detaches runtime probes: a
+// runtime call whose return will never be seen then stops counting as in
+// flight, which would hide the thread's later driver calls as its own.
+volatile __u64 rt_gen = 0;
+
 // Wake the reader only when this many bytes wait; below it the reader polls.
 volatile const __u64 wakeup_bytes = 1 << 20;
 
@@ -279,6 +303,31 @@ static __always_inline void count_wait(__u64 cookie, int reported)
 		h->hits++;
 }
 
+// rt_in_flight says whether a runtime call is running underneath which a
+// call at sp is made.
+static __always_inline int rt_in_flight(struct thread_state *ts, __u64 sp)
+{
+	return ts->rt.start_ns && ts->rt.sp > sp && ts->rt.gen == rt_gen;
+}
+
+// count_twin counts a driver call made underneath a runtime call of the
+// same kind (cookie: the driver probe's; outer: the runtime call's).
+static __always_inline void count_twin(__u64 cookie, __u64 outer)
+{
+	if (!COOKIE_TWIN(cookie) || COOKIE_TWIN(cookie) != COOKIE_TWIN(outer))
+		return;
+	struct twin_key k = {.pid = bpf_get_current_pid_tgid() >> 32, .api = COOKIE_API(cookie)};
+	__u64 *n = bpf_map_lookup_elem(&twin_hits, &k);
+	if (!n) {
+		__u64 zero = 0;
+		bpf_map_update_elem(&twin_hits, &k, &zero, BPF_NOEXIST);
+		n = bpf_map_lookup_elem(&twin_hits, &k);
+		if (!n)
+			return;
+	}
+	*n += 1;
+}
+
 static __always_inline __u64 ringbuf_flags(void)
 {
 	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
@@ -308,15 +357,17 @@ int api_entry(struct pt_regs *ctx)
 		slot = &ts->rt;
 	} else if (COOKIE_LAYER(cookie) == LAYER_USER) {
 		slot = &ts->user;
-	} else if (ts->rt.start_ns && ts->rt.sp > sp) {
+	} else if (rt_in_flight(ts, sp)) {
 		// A driver call made underneath a runtime call: the runtime call
 		// reports it, counting it again would double it.
+		count_twin(cookie, ts->rt.cookie);
 		return 0;
 	}
-	if (slot->start_ns && slot->sp > sp)
+	if (slot->start_ns && slot->sp > sp && (slot != &ts->rt || slot->gen == rt_gen))
 		return 0; // nested call of the same layer; the outer one reports
 	slot->sp = sp;
 	slot->cookie = cookie;
+	slot->gen = rt_gen;
 	slot->args[0] = PT_REGS_PARM1(ctx);
 	slot->args[1] = PT_REGS_PARM2(ctx);
 	slot->args[2] = PT_REGS_PARM3(ctx);
@@ -512,10 +563,13 @@ int api_instant(struct pt_regs *ctx)
 	__u64 now = bpf_ktime_get_ns();
 	__u64 arg0 = PT_REGS_PARM1(ctx);
 	if (COOKIE_LAYER(cookie) == LAYER_DRIVER) {
-		if (ts->rt.start_ns && ts->rt.sp > PT_REGS_SP(ctx))
+		if (rt_in_flight(ts, PT_REGS_SP(ctx))) {
+			count_twin(cookie, ts->rt.cookie);
 			return 0; // underneath a runtime call, which reports itself
+		}
 		if (ts->instant_ns && ts->instant_arg == arg0 && now - ts->instant_ns < instant_twin_ns) {
 			ts->instant_ns = 0;
+			count_twin(cookie, cookie);
 			return 0; // the runtime's call of the same handle, just reported
 		}
 	} else if (COOKIE_LAYER(cookie) == LAYER_RUNTIME) {
@@ -634,7 +688,7 @@ int py_lock_entry(struct pt_regs *ctx)
 	// A wait inside a CUDA call (a sync sleeping or polling for the GPU) or
 	// a function the user named (a store fetch) is that call's time, not a
 	// Python wait.
-	if ((ts->rt.start_ns && ts->rt.sp > sp) || (ts->drv.start_ns && ts->drv.sp > sp) ||
+	if (rt_in_flight(ts, sp) || (ts->drv.start_ns && ts->drv.sp > sp) ||
 	    (ts->user.start_ns && ts->user.sp > sp))
 		return 0;
 	ts->py.sp = sp;

@@ -134,6 +134,7 @@ type gpuprofThreadState struct {
 		StartNs uint64
 		Sp      uint64
 		Cookie  uint64
+		Gen     uint64
 		Args    [5]uint64
 	}
 	Drv struct {
@@ -141,6 +142,7 @@ type gpuprofThreadState struct {
 		StartNs uint64
 		Sp      uint64
 		Cookie  uint64
+		Gen     uint64
 		Args    [5]uint64
 	}
 	User struct {
@@ -148,6 +150,7 @@ type gpuprofThreadState struct {
 		StartNs uint64
 		Sp      uint64
 		Cookie  uint64
+		Gen     uint64
 		Args    [5]uint64
 	}
 	Py struct {
@@ -155,6 +158,7 @@ type gpuprofThreadState struct {
 		StartNs uint64
 		Sp      uint64
 		Cookie  uint64
+		Gen     uint64
 		Args    [5]uint64
 	}
 	Gil struct {
@@ -162,6 +166,7 @@ type gpuprofThreadState struct {
 		StartNs uint64
 		Sp      uint64
 		Cookie  uint64
+		Gen     uint64
 		Args    [5]uint64
 	}
 	PyWaitEnd     uint64
@@ -172,6 +177,13 @@ type gpuprofThreadState struct {
 	LaunchLastNs  uint64
 	Launches      uint32
 	GraphLaunches uint32
+}
+
+type gpuprofTwinKey struct {
+	_   structs.HostLayout
+	Pid uint32
+	Api uint16
+	Pad uint16
 }
 
 type gpuprofWaitCount struct {
@@ -200,6 +212,7 @@ const (
 	gpuprofMapPython          = "python"
 	gpuprofMapStats           = "stats"
 	gpuprofMapThreads         = "threads"
+	gpuprofMapTwinHits        = "twin_hits"
 	gpuprofMapWaitHits        = "wait_hits"
 	gpuprofProgApiEntry       = "api_entry"
 	gpuprofProgApiInstant     = "api_instant"
@@ -217,6 +230,7 @@ const (
 	gpuprofVarInstantTwinNs   = "instant_twin_ns"
 	gpuprofVarPyMinWaitNs     = "py_min_wait_ns"
 	gpuprofVarPyReadCookie    = "py_read_cookie"
+	gpuprofVarRtGen           = "rt_gen"
 	gpuprofVarUnusedEvent     = "unused_event"
 	gpuprofVarUnusedKernelKey = "unused_kernel_key"
 	gpuprofVarUnusedNameEvent = "unused_name_event"
@@ -225,6 +239,7 @@ const (
 	gpuprofVarUnusedPyLayout  = "unused_py_layout"
 	gpuprofVarUnusedPySite    = "unused_py_site"
 	gpuprofVarUnusedPySiteKey = "unused_py_site_key"
+	gpuprofVarUnusedTwinKey   = "unused_twin_key"
 	gpuprofVarUnusedWaitCount = "unused_wait_count"
 	gpuprofVarUnusedWaitKey   = "unused_wait_key"
 	gpuprofVarWakeupBytes     = "wakeup_bytes"
@@ -298,6 +313,7 @@ type gpuprofMapSpecs struct {
 	Python   *ebpf.MapSpec `ebpf:"python"`
 	Stats    *ebpf.MapSpec `ebpf:"stats"`
 	Threads  *ebpf.MapSpec `ebpf:"threads"`
+	TwinHits *ebpf.MapSpec `ebpf:"twin_hits"`
 	WaitHits *ebpf.MapSpec `ebpf:"wait_hits"`
 }
 
@@ -309,6 +325,7 @@ type gpuprofVariableSpecs struct {
 	InstantTwinNs   *ebpf.VariableSpec `ebpf:"instant_twin_ns"`
 	PyMinWaitNs     *ebpf.VariableSpec `ebpf:"py_min_wait_ns"`
 	PyReadCookie    *ebpf.VariableSpec `ebpf:"py_read_cookie"`
+	RtGen           *ebpf.VariableSpec `ebpf:"rt_gen"`
 	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedKernelKey *ebpf.VariableSpec `ebpf:"unused_kernel_key"`
 	UnusedNameEvent *ebpf.VariableSpec `ebpf:"unused_name_event"`
@@ -317,6 +334,7 @@ type gpuprofVariableSpecs struct {
 	UnusedPyLayout  *ebpf.VariableSpec `ebpf:"unused_py_layout"`
 	UnusedPySite    *ebpf.VariableSpec `ebpf:"unused_py_site"`
 	UnusedPySiteKey *ebpf.VariableSpec `ebpf:"unused_py_site_key"`
+	UnusedTwinKey   *ebpf.VariableSpec `ebpf:"unused_twin_key"`
 	UnusedWaitCount *ebpf.VariableSpec `ebpf:"unused_wait_count"`
 	UnusedWaitKey   *ebpf.VariableSpec `ebpf:"unused_wait_key"`
 	WakeupBytes     *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
@@ -350,6 +368,7 @@ type gpuprofMaps struct {
 	Python   *ebpf.Map `ebpf:"python"`
 	Stats    *ebpf.Map `ebpf:"stats"`
 	Threads  *ebpf.Map `ebpf:"threads"`
+	TwinHits *ebpf.Map `ebpf:"twin_hits"`
 	WaitHits *ebpf.Map `ebpf:"wait_hits"`
 }
 
@@ -363,6 +382,7 @@ func (m *gpuprofMaps) Close() error {
 		m.Python,
 		m.Stats,
 		m.Threads,
+		m.TwinHits,
 		m.WaitHits,
 	)
 }
@@ -375,6 +395,7 @@ type gpuprofVariables struct {
 	InstantTwinNs   *ebpf.Variable `ebpf:"instant_twin_ns"`
 	PyMinWaitNs     *ebpf.Variable `ebpf:"py_min_wait_ns"`
 	PyReadCookie    *ebpf.Variable `ebpf:"py_read_cookie"`
+	RtGen           *ebpf.Variable `ebpf:"rt_gen"`
 	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`
 	UnusedKernelKey *ebpf.Variable `ebpf:"unused_kernel_key"`
 	UnusedNameEvent *ebpf.Variable `ebpf:"unused_name_event"`
@@ -383,6 +404,7 @@ type gpuprofVariables struct {
 	UnusedPyLayout  *ebpf.Variable `ebpf:"unused_py_layout"`
 	UnusedPySite    *ebpf.Variable `ebpf:"unused_py_site"`
 	UnusedPySiteKey *ebpf.Variable `ebpf:"unused_py_site_key"`
+	UnusedTwinKey   *ebpf.Variable `ebpf:"unused_twin_key"`
 	UnusedWaitCount *ebpf.Variable `ebpf:"unused_wait_count"`
 	UnusedWaitKey   *ebpf.Variable `ebpf:"unused_wait_key"`
 	WakeupBytes     *ebpf.Variable `ebpf:"wakeup_bytes"`

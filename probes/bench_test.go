@@ -204,6 +204,8 @@ func BenchmarkProbeCost(b *testing.B) {
 			bare(true, false, "cudaMemcpyAsync", "cuMemcpyHtoDAsync_v2"), real("cudaMemcpyAsync", "cuMemcpyHtoDAsync_v2"))
 		add("entry only, event per call (cudaEventRecord over cuEventRecord, the same event)", "cudaEventRecord", 2,
 			bare(false, false, "cudaEventRecord", "cuEventRecord"), real("cudaEventRecord", "cuEventRecord"))
+		add("entry only, event per call (cuEventRecord: records settled on the driver)", "cuEventRecord", 1,
+			bare(false, false, "cuEventRecord"), real("cuEventRecord"))
 		// Placement: the same empty program on endbr64 and on the push.
 		n0, nz := measure("cuLaunchKernel", bare(false, true, "cuLaunchKernel"))
 		n1, np := measure("cuLaunchKernel", bare(false, false, "cuLaunchKernel"))

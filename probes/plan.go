@@ -45,6 +45,12 @@ func (p Probe) Programs() []Program {
 	case cudaapi.ClassRecord:
 		// A record only enqueues: its entry is its time (api_instant).
 		return []Program{ProgInstant}
+	case cudaapi.ClassCopy:
+		if p.API.Dir == cudaapi.DirDtoD && p.API.StreamArg != cudaapi.NoArg {
+			// Likewise a device-to-device copy on a stream: the host
+			// never waits for it (DDP's gradient-bucket copies).
+			return []Program{ProgInstant}
+		}
 	}
 	return []Program{ProgEntry, ProgReturn}
 }
@@ -67,6 +73,7 @@ func (p Probe) Cookie() uint64 {
 	if a.Class == cudaapi.ClassGraphLaunch {
 		c |= 1 << 40
 	}
+	c |= twinCode(a) << 44
 	if a.Class == cudaapi.ClassKernelName && a.NameArg == cudaapi.NoArg {
 		// cuKernelGetFunction: a name event with no name, mapping a
 		// function back to the kernel whose name was seen.

@@ -61,6 +61,9 @@ type Session struct {
 	// twinCalls counts, by process, the calls deciding whether its
 	// driver twins go (twins.go); under mu.
 	twinCalls map[int]twinCounts
+	// twinLayers are the twin groups decided, by process (twins.go);
+	// under mu.
+	twinLayers map[int]map[string]twinLayer
 }
 
 type target struct {
@@ -83,7 +86,17 @@ type attachedLib struct {
 	plan   LibraryPlan
 	links  []link.Link            // calls and the loader hook
 	launch []link.Link            // launch counting, attached only while launches are sampled
-	twins  map[string][]link.Link // driver twins of runtime calls, by group, until decided (twins.go)
+	twins  map[string][]link.Link // calls the runtime and driver share, by group, until decided (twins.go)
+}
+
+// close detaches everything attached in the library.
+func (l *attachedLib) close() error {
+	errs := []error{closeLinks(l.links), closeLinks(l.launch)}
+	for _, tl := range l.twins {
+		errs = append(errs, closeLinks(tl))
+	}
+	l.links, l.launch, l.twins = nil, nil, nil
+	return errors.Join(errs...)
 }
 
 // Stats counts what was lost or odd on the way from the probes.
@@ -118,7 +131,8 @@ func Open(cfg Config) (*Session, error) {
 		objs.Close()
 		return nil, fmt.Errorf("open ring buffer: %w", err)
 	}
-	sess := &Session{cfg: cfg, objs: objs, reader: rd, targets: map[int]*target{}, twinCalls: map[int]twinCounts{}}
+	sess := &Session{cfg: cfg, objs: objs, reader: rd, targets: map[int]*target{}, twinCalls: map[int]twinCounts{},
+		twinLayers: map[int]map[string]twinLayer{}}
 	if !cfg.NoPython {
 		sess.pools = newPoolWatch(func(pid uint32, p bpfPool) error {
 			if p.addr == 0 {
@@ -248,31 +262,12 @@ func (s *Session) scan(t *target) ([]LibraryPlan, error) {
 			return added, err
 		}
 		lib := &attachedLib{plan: lp, links: links}
-		for g, tp := range twins {
-			tl, err := attachPrograms(s.objs, t.pid, tp, callPrograms...)
-			if err != nil {
-				closeLinks(links)
-				for _, l := range lib.twins {
-					closeLinks(l)
-				}
-				return added, err
-			}
-			if lib.twins == nil {
-				lib.twins = map[string][]link.Link{}
-			}
-			lib.twins[g] = tl
-			s.mu.Lock()
-			if s.twinCalls[t.pid] == nil {
-				s.twinCalls[t.pid] = twinCounts{}
-			}
-			if _, ok := s.twinCalls[t.pid][g]; !ok {
-				s.twinCalls[t.pid][g] = &[2]uint64{}
-			}
-			s.mu.Unlock()
+		if err := s.attachTwins(t, lib, twins); err != nil {
+			return added, err
 		}
 		if s.launchesOn(t) {
 			if lib.launch, err = attachPrograms(s.objs, t.pid, lp, ProgLaunch); err != nil {
-				closeLinks(links)
+				lib.close()
 				return added, err
 			}
 		}
@@ -687,16 +682,15 @@ func (s *Session) Detach(pid int) error {
 	t := s.targets[pid]
 	delete(s.targets, pid)
 	delete(s.twinCalls, pid)
+	delete(s.twinLayers, pid)
 	s.mu.Unlock()
+	s.objs.ForgetTwins(uint32(pid))
 	if t == nil {
 		return nil
 	}
 	var errs []error
 	for _, l := range t.libs {
-		errs = append(errs, closeLinks(l.links), closeLinks(l.launch))
-		for _, tl := range l.twins {
-			errs = append(errs, closeLinks(tl))
-		}
+		errs = append(errs, l.close())
 	}
 	s.unwatchPythonCalls(t)
 	if t.python != nil {

@@ -7,20 +7,42 @@ import (
 	"github.com/gpuprof/gpuprof/events"
 )
 
-// Driver twins. A CUDA runtime's copies, syncs and event calls reach the
-// driver's entry points of the same kind, so in a process whose runtime
-// is probed each such call traps four times (runtime and driver, entry and
-// return) while only the runtime's probes time it: the driver's see they
-// are underneath and stay quiet. On the H200 host, DDP ranks made ~48% of
-// their CUDA call probe hits in such driver twins (each backward step's
-// ~130 gradient-bucket copies among them). The driver's probes still
-// catch what calls the driver directly (JAX, NCCL's own runtime), so they
-// are attached in groups of their own, and a group is detached once the
-// process has made twinEvidence runtime calls of its kind with at most 1
-// in twinDirectShare of as many straight to the driver in between.
+// Twins. A CUDA runtime's copies, syncs and event calls reach the driver's
+// entry points of the same kind, so in a process whose runtime and driver
+// are both probed each such call traps at both layers while only one
+// should time it: on the H200 host, DDP ranks made ~48% of their CUDA call
+// probe hits in such driver twins (each backward step's ~130
+// gradient-bucket copies among them). The probes of each kind are
+// attached in groups of their own at both layers, and the process's calls
+// decide which layer keeps a group:
+//
+//   - the driver's, once every runtime call of the kind (twinEvidence of
+//     them or more) was seen reaching a driver entry point of the same
+//     kind underneath (counted by the BPF programs, twin_hits), and, for
+//     copies, one that carries the copy's direction. The driver's probes
+//     then time every call, the runtime's and those made straight to the
+//     driver (NCCL's own runtime, JAX) alike, a device-to-device copy at
+//     entry only (one trap: DDP's bucket copies), an event record once
+//     rather than at both layers. On the H200 host torch's runtime reaches
+//     cuMemcpyHtoDAsync_v2, cuMemcpyDtoHAsync_v2, cuMemcpyDtoDAsync_v2 and
+//     cuEventRecordWithFlags for its copies and records (README).
+//   - the runtime's, where some runtime calls reached no probed driver
+//     entry point of their kind (or a copy one without a direction), once
+//     a window of twinEvidence runtime calls had at most 1 in
+//     twinDirectShare as many straight to the driver; calls made straight
+//     to the driver after that are not seen.
+//
+// A window with more direct calls than that starts a new one: NCCL's
+// direct copies while it connects the ranks only delay the decision.
 const (
 	twinEvidence    = 200
 	twinDirectShare = 100
+	// twinSeenShare: the share of runtime calls (in 1000) whose driver
+	// twins must have been seen for the driver to time them all. Not all:
+	// the twins are counted as they happen, the runtime calls as their
+	// events are read, and a call can be in the one count and not yet in
+	// the other.
+	twinSeenShare = 990
 )
 
 // twinGroup is the kind of call a driver entry point shares with the
@@ -37,11 +59,26 @@ func twinGroup(a cudaapi.API) string {
 	return ""
 }
 
-// splitTwins separates a driver plan's twin probes, by group, from the
-// rest.
+// twinCode is a twin group as the BPF programs see it, in the probe's
+// cookie (COOKIE_TWIN): a driver call is counted as a runtime call's twin
+// only under a runtime call of its own group.
+func twinCode(a cudaapi.API) uint64 {
+	switch twinGroup(a) {
+	case "copies":
+		return 1
+	case "syncs":
+		return 2
+	case "event calls":
+		return 3
+	}
+	return 0
+}
+
+// splitTwins separates a runtime or driver plan's probes of each twin
+// group from the rest.
 func splitTwins(lp LibraryPlan) (rest LibraryPlan, twins map[string]LibraryPlan) {
 	rest = lp
-	if lp.Layer != cudaapi.LayerDriver {
+	if lp.Layer != cudaapi.LayerDriver && lp.Layer != cudaapi.LayerRuntime {
 		return rest, nil
 	}
 	rest.Probes = nil
@@ -65,12 +102,16 @@ func splitTwins(lp LibraryPlan) (rest LibraryPlan, twins map[string]LibraryPlan)
 	return rest, twins
 }
 
-// twinCounts are one process's calls of each twin group attached, in the
-// current window, by the layer that timed them: [0] the runtime, [1] the
-// driver directly; nil once the group is detached.
-type twinCounts map[string]*[2]uint64
+// twinTally is one process's calls of one twin group while undecided.
+type twinTally struct {
+	window  [2]uint64 // this window's calls: [0] timed by the runtime, [1] straight to the driver
+	runtime uint64    // runtime calls since attach
+}
 
-// countTwin notes a call event for its process's twin decision.
+// twinCounts are one process's tallies by twin group; nil once decided.
+type twinCounts map[string]*twinTally
+
+// count notes a call event for its process's twin decisions.
 func (c twinCounts) count(ev *events.Event) {
 	a, ok := cudaapi.ByID(ev.API)
 	if !ok {
@@ -86,56 +127,148 @@ func (c twinCounts) count(ev *events.Event) {
 	}
 	switch a.Layer {
 	case cudaapi.LayerRuntime:
-		n[0]++
+		n.window[0]++
+		n.runtime++
 	case cudaapi.LayerDriver:
-		n[1]++
+		n.window[1]++
 	}
 }
 
-// twinVerdict says, at the end of a window of twinEvidence runtime calls,
-// whether a group's driver probes can go (detach) or a new window starts
-// (the driver was called directly too often in this one). A window that
-// is not full yet decides nothing. Windows, not a running total: the calls
-// a job makes while it sets up (NCCL's straight to the driver as it
-// connects the ranks) say nothing of the loop that follows, and a group
-// whose direct calls go on (DDP's event records, NCCL's own) only stays.
-func twinVerdict(n [2]uint64) (detach, restart bool) {
-	if n[0] < twinEvidence {
-		return false, false
+// twinLayer is which layer keeps a twin group's probes.
+type twinLayer uint8
+
+const (
+	twinUndecided twinLayer = iota
+	twinDriver              // the runtime's probes go: the driver's time every call
+	twinRuntime             // the driver's go: the runtime's time every call
+	twinRestart             // too many direct calls this window: count again
+)
+
+// twinVerdict decides a group at the end of a window: seen are the
+// driver twins counted underneath the group's runtime calls since attach,
+// undirected whether any was a copy without a direction.
+func twinVerdict(n twinTally, seen uint64, undirected bool) twinLayer {
+	switch {
+	case n.window[0] < twinEvidence:
+		return twinUndecided
+	case !undirected && seen*1000 >= n.runtime*twinSeenShare:
+		return twinDriver
+	case n.window[1]*twinDirectShare <= n.window[0]:
+		return twinRuntime
 	}
-	if n[1]*twinDirectShare <= n[0] {
-		return true, false
-	}
-	return false, true
+	return twinRestart
 }
 
-// decideTwins detaches the twin groups of t's driver libraries that its
-// calls show redundant, and starts a new window for those they do not.
+// twinsSeen sums a process's driver twins by group, and says whether a
+// copy twin carried no direction.
+func twinsSeen(hits map[uint16]uint64) (seen map[string]uint64, undirected bool) {
+	seen = map[string]uint64{}
+	for id, n := range hits {
+		a, ok := cudaapi.ByID(id)
+		if !ok || n == 0 {
+			continue
+		}
+		seen[twinGroup(a)] += n
+		if a.Class == cudaapi.ClassCopy && a.Dir == cudaapi.DirUnknown {
+			undirected = true
+		}
+	}
+	return seen, undirected
+}
+
+// decideTwins settles the twin groups of t whose window is full: one
+// layer's probes of the group go, the other's join their libraries'
+// links for good.
 func (s *Session) decideTwins(t *target) {
+	s.mu.Lock()
+	full := false
+	for _, n := range s.twinCalls[t.pid] {
+		full = full || n != nil && n.window[0] >= twinEvidence
+	}
+	s.mu.Unlock()
+	if !full {
+		return
+	}
+	hits, err := s.objs.TwinCounts(uint32(t.pid))
+	if err != nil {
+		s.cfg.Log.Warn("twin counts not read: both layers stay probed", "pid", t.pid, "err", err)
+		return
+	}
+	seen, undirected := twinsSeen(hits)
 	var gone []link.Link
+	raise := false
 	s.mu.Lock()
 	counts := s.twinCalls[t.pid]
 	for g, n := range counts {
 		if n == nil {
 			continue
 		}
-		detach, restart := twinVerdict(*n)
-		if restart {
-			s.cfg.Log.Debug("driver probes kept for now: calls made straight to the driver", "pid", t.pid, "calls", g, "runtime", n[0], "straight to the driver", n[1])
-			*n = [2]uint64{}
-		}
-		if !detach {
+		layer := twinVerdict(*n, seen[g], g == "copies" && undirected)
+		switch layer {
+		case twinUndecided:
 			continue
+		case twinRestart:
+			s.cfg.Log.Debug("both layers stay probed: calls made straight to the driver", "pid", t.pid, "calls", g,
+				"runtime", n.window[0], "straight to the driver", n.window[1])
+			n.window = [2]uint64{}
+			continue
+		case twinDriver:
+			raise = true
+			s.cfg.Log.Info("CUDA runtime probes detached: the driver's time these calls and those made straight to it",
+				"pid", t.pid, "calls", g, "runtime", n.runtime, "seen in the driver", seen[g])
+		case twinRuntime:
+			s.cfg.Log.Info("driver probes detached: the CUDA runtime's probes time these calls", "pid", t.pid, "calls", g,
+				"runtime", n.window[0], "straight to the driver", n.window[1])
 		}
-		for _, l := range t.libs {
-			gone = append(gone, l.twins[g]...)
-			delete(l.twins, g)
-		}
-		s.cfg.Log.Info("driver probes detached: the CUDA runtime's probes time these calls", "pid", t.pid, "calls", g, "runtime", n[0], "straight to the driver", n[1])
+		gone = append(gone, settleTwins(t, g, layer)...)
 		counts[g] = nil
+		s.decidedTwins(t.pid)[g] = layer
 	}
 	s.mu.Unlock()
 	closeLinks(gone)
+	if raise {
+		// The runtime calls in flight as their probes went will never be
+		// seen returning.
+		if err := s.objs.RaiseRuntimeGeneration(); err != nil {
+			s.cfg.Log.Warn("runtime calls in flight not ended", "err", err)
+		}
+	}
+}
+
+// settleTwins keeps the group's links of the layer that times it, in
+// every library of t, and returns those of the other layer to close.
+func settleTwins(t *target, g string, keep twinLayer) (gone []link.Link) {
+	for _, l := range t.libs {
+		ls, ok := l.twins[g]
+		if !ok {
+			continue
+		}
+		delete(l.twins, g)
+		if keepsTwins(l.plan.Layer, keep) {
+			l.links = append(l.links, ls...)
+		} else {
+			gone = append(gone, ls...)
+		}
+	}
+	return gone
+}
+
+// keepsTwins says whether a library of this layer keeps a group's probes
+// once the group is decided for the given layer.
+func keepsTwins(layer cudaapi.Layer, decided twinLayer) bool {
+	return layer == cudaapi.LayerDriver && decided == twinDriver || layer == cudaapi.LayerRuntime && decided == twinRuntime
+}
+
+// decidedTwins are the groups decided for pid, by the layer that times
+// them: a library that pid loads later is probed at that layer only.
+// Under mu.
+func (s *Session) decidedTwins(pid int) map[string]twinLayer {
+	d := s.twinLayers[pid]
+	if d == nil {
+		d = map[string]twinLayer{}
+		s.twinLayers[pid] = d
+	}
+	return d
 }
 
 // countTwins counts the call events of a batch for their processes' twin
@@ -160,7 +293,7 @@ func (s *Session) countTwins(batch []events.Event) {
 		s.mu.Unlock()
 		return
 	}
-	seen := map[*target]bool{}
+	due := map[*target]bool{}
 	for i := range batch {
 		ev := &batch[i]
 		if ev.Kind != events.KindCall {
@@ -172,11 +305,51 @@ func (s *Session) countTwins(batch []events.Event) {
 		}
 		c.count(ev)
 		if t := s.targets[int(ev.PID)]; t != nil {
-			seen[t] = true
+			due[t] = true
 		}
 	}
 	s.mu.Unlock()
-	for t := range seen {
+	for t := range due {
 		s.decideTwins(t)
 	}
+}
+
+// attachTwins attaches a library's twin groups: undecided ones apart, in
+// lib.twins, for the process's calls to settle; decided ones with the
+// library's other links, or not at all, as decided.
+func (s *Session) attachTwins(t *target, lib *attachedLib, twins map[string]LibraryPlan) error {
+	for g, tp := range twins {
+		s.mu.Lock()
+		layer := s.decidedTwins(t.pid)[g]
+		s.mu.Unlock()
+		if layer != twinUndecided && !keepsTwins(tp.Layer, layer) {
+			continue
+		}
+		ls, err := attachPrograms(s.objs, t.pid, tp, callPrograms...)
+		if err != nil {
+			lib.close()
+			return err
+		}
+		if layer != twinUndecided {
+			lib.links = append(lib.links, ls...)
+			continue
+		}
+		if lib.twins == nil {
+			lib.twins = map[string][]link.Link{}
+		}
+		lib.twins[g] = ls
+		s.mu.Lock()
+		if s.twinCalls[t.pid] == nil {
+			s.twinCalls[t.pid] = twinCounts{}
+		}
+		if s.twinCalls[t.pid][g] == nil {
+			s.twinCalls[t.pid][g] = &twinTally{}
+		}
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+func (l twinLayer) String() string {
+	return [...]string{"undecided", "the driver's", "the runtime's", "a new window"}[l]
 }

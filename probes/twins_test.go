@@ -10,26 +10,31 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
+	"github.com/gpuprof/gpuprof/bpf"
 	"github.com/gpuprof/gpuprof/cudaapi"
 	"github.com/gpuprof/gpuprof/events"
 )
 
 func TestTwinVerdict(t *testing.T) {
 	for _, c := range []struct {
-		runtime, direct uint64
-		detach, restart bool
+		runtime, direct, seen uint64
+		undirected            bool
+		want                  twinLayer
 	}{
-		{runtime: twinEvidence - 1, direct: 0},              // too soon
-		{runtime: twinEvidence, direct: 0, detach: true},    // all through the runtime
-		{runtime: 1000, direct: 10, detach: true},           // NCCL's odd direct call
-		{runtime: 1000, direct: 11, restart: true},          // a JAX-like share
-		{runtime: twinEvidence, direct: 146, restart: true}, // NCCL connecting DDP's ranks: try again
-		{runtime: 64700, direct: 38500, restart: true},      // DDP's event records (NCCL's own runtime)
-		{runtime: twinEvidence - 1, direct: 5000},           // driver-only so far: wait
+		{runtime: twinEvidence - 1, seen: twinEvidence - 1},               // too soon
+		{runtime: twinEvidence, seen: twinEvidence, want: twinDriver},     // every runtime call reached the driver
+		{runtime: 1000, seen: 990, want: twinDriver},                      // events not all read yet
+		{runtime: 1000, seen: 900, want: twinRuntime},                     // some reached no probed driver call
+		{runtime: 1000, seen: 1000, undirected: true, want: twinRuntime},  // copies the driver cannot tell the direction of
+		{runtime: 1000, direct: 10, want: twinRuntime},                    // NCCL's odd direct call
+		{runtime: 1000, direct: 11, want: twinRestart},                    // a JAX-like share
+		{runtime: 1000, direct: 11, seen: 1000, want: twinDriver},         // the driver sees them all anyway
+		{runtime: twinEvidence, direct: 146, want: twinRestart},           // NCCL connecting DDP's ranks: try again
+		{runtime: twinEvidence - 1, direct: 5000, seen: twinEvidence - 1}, // driver-only so far: wait
 	} {
-		detach, restart := twinVerdict([2]uint64{c.runtime, c.direct})
-		if detach != c.detach || restart != c.restart {
-			t.Errorf("runtime %d, direct %d: detach %v restart %v, want %v %v", c.runtime, c.direct, detach, restart, c.detach, c.restart)
+		n := twinTally{window: [2]uint64{c.runtime, c.direct}, runtime: c.runtime}
+		if got := twinVerdict(n, c.seen, c.undirected); got != c.want {
+			t.Errorf("runtime %d, direct %d, seen %d, undirected %v: %v, want %v", c.runtime, c.direct, c.seen, c.undirected, got, c.want)
 		}
 	}
 }
@@ -61,17 +66,18 @@ func TestSplitTwins(t *testing.T) {
 			t.Errorf("group %s: %v, want %d probes", g, names(twins[g]), n)
 		}
 	}
-	lp.Layer = cudaapi.LayerRuntime
+	lp.Layer = cudaapi.LayerLoader
 	if rest, twins := splitTwins(lp); len(twins) != 0 || len(rest.Probes) != len(lp.Probes) {
-		t.Errorf("a runtime plan was split: %d twins", len(twins))
+		t.Errorf("a loader plan was split: %d twins", len(twins))
 	}
 }
 
-// TestDriverTwinsDetached: the demo's copies, syncs and event calls all go
-// through the runtime, so once it has made enough of each their driver
-// probes go, the runtime's still time every one, and a runtime call then
-// runs the entry program once, not twice.
-func TestDriverTwinsDetached(t *testing.T) {
+// TestTwinsSettleOnTheDriver: the demo's copies (each with its
+// direction), syncs and event calls all reach the driver under the
+// runtime, so once it has made enough of each the runtime's probes of
+// them go, the driver's report every one, and a call runs one entry
+// program, not two.
+func TestTwinsSettleOnTheDriver(t *testing.T) {
 	s := openSession(t)
 	st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
 	if err != nil {
@@ -88,82 +94,133 @@ func TestDriverTwinsDetached(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.mu.Lock()
-	counts := s.twinCalls[d.PID()]
+	counts, layers := s.twinCalls[d.PID()], s.twinLayers[d.PID()]
 	left := 0
 	for _, l := range s.targets[d.PID()].libs {
 		left += len(l.twins)
 	}
 	s.mu.Unlock()
 	for _, g := range []string{"copies", "syncs", "event calls"} {
-		if n, ok := counts[g]; !ok || n != nil {
-			t.Errorf("%s: not decided after 3 s (counts %v)", g, n)
+		if n, ok := counts[g]; !ok || n != nil || layers[g] != twinDriver {
+			t.Errorf("%s: %v after 3 s (counts %v), want the driver's", g, layers[g], n)
 		}
 	}
 	if left != 0 {
 		t.Errorf("%d twin groups still attached", left)
 	}
-	before, _ := s.Objects().ApiEntry.Stats()
+	objs := s.Objects()
+	before, _ := objs.ApiEntry.Stats()
+	beforeInstant, _ := objs.ApiInstant.Stats()
 	c, err := runFor(t, s, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	after, _ := s.Objects().ApiEntry.Stats()
-	reported, driver := 0, 0
+	after, _ := objs.ApiEntry.Stats()
+	afterInstant, _ := objs.ApiInstant.Stats()
+	reported, runtime := 0, 0
 	for _, e := range c.evs {
 		if e.Kind != events.KindCall {
 			continue
 		}
 		if a, ok := cudaapi.ByID(e.API); ok && twinGroup(a) != "" {
 			reported++
-			if a.Layer == cudaapi.LayerDriver {
-				driver++
+			if a.Layer == cudaapi.LayerRuntime {
+				runtime++
 			}
 		}
 	}
-	runs := after.RunCount - before.RunCount
-	if reported < 300 || driver != 0 {
-		t.Fatalf("%d copies, syncs and event calls reported in a second (%d by the driver), want the demo's ~600, all by the runtime", reported, driver)
+	if reported < 300 || runtime != 0 {
+		t.Fatalf("%d copies, syncs and event calls reported in a second (%d by the runtime), want the demo's ~600, all by the driver", reported, runtime)
 	}
-	// Entry runs also count memory calls; a twin still attached would
-	// double the copies', syncs' and event calls'.
+	// Entry runs also count memory calls; a runtime probe still attached
+	// would double the copies', syncs' and event calls'.
+	runs := after.RunCount - before.RunCount + afterInstant.RunCount - beforeInstant.RunCount
 	if float64(runs) > 1.3*float64(reported) {
-		t.Errorf("%d entry program runs for %d runtime calls: driver twins still trap", runs, reported)
+		t.Errorf("%d entry program runs for %d calls: the runtime's probes still trap", runs, reported)
 	}
 }
 
-// TestTwinWindows: direct driver calls while the job sets up (NCCL
-// connecting the ranks) only put the decision off; the loop's calls, all
-// through the runtime, then detach the group. The counting is the
-// session's own (countTwins), fed call events.
+// TestTwinWindows: the session's own counting (countTwins, decideTwins)
+// fed call events for a process that is not there. Direct driver calls
+// while the job sets up (NCCL connecting the ranks) only put the decision
+// off; a window with few keeps the runtime's probes where the driver was
+// not seen under them, and the driver's where it was (its counts written
+// into the programs' map here).
 func TestTwinWindows(t *testing.T) {
-	const pid = 42
-	s := &Session{cfg: Config{Log: slog.New(slog.DiscardHandler)}, targets: map[int]*target{}, twinCalls: map[int]twinCounts{}}
-	lib := &attachedLib{twins: map[string][]link.Link{"copies": nil}}
-	s.targets[pid] = &target{pid: pid, libs: map[string]*attachedLib{"libcuda": lib}}
-	s.twinCalls[pid] = twinCounts{"copies": &[2]uint64{}}
-	call := func(name string, n int) []events.Event {
+	call := func(name string, pid, n int) []events.Event {
 		a, ok := cudaapi.ByName(name)
 		if !ok {
 			t.Fatalf("no %s", name)
 		}
-		return slices.Repeat([]events.Event{{Kind: events.KindCall, PID: pid, API: a.ID}}, n)
+		return slices.Repeat([]events.Event{{Kind: events.KindCall, PID: uint32(pid), API: a.ID}}, n)
 	}
-	s.countTwins(slices.Concat(call("cuMemcpyHtoDAsync_v2", 146), call("cudaMemcpyAsync", twinEvidence)))
-	if n := s.twinCalls[pid]["copies"]; n == nil || *n != [2]uint64{} {
-		t.Fatalf("after a window with 146 direct calls: counts %v, want a new window", n)
+	s := openSession(t)
+	s.cfg.Log = slog.New(slog.DiscardHandler)
+	fake := func(pid int) (rt, drv *attachedLib) {
+		rt = &attachedLib{plan: LibraryPlan{Layer: cudaapi.LayerRuntime}, twins: map[string][]link.Link{"copies": nil}}
+		drv = &attachedLib{plan: LibraryPlan{Layer: cudaapi.LayerDriver}, twins: map[string][]link.Link{"copies": nil}}
+		s.mu.Lock()
+		s.targets[pid] = &target{pid: pid, libs: map[string]*attachedLib{"libcudart": rt, "libcuda": drv}}
+		s.twinCalls[pid] = twinCounts{"copies": &twinTally{}}
+		s.mu.Unlock()
+		return rt, drv
 	}
-	if _, ok := lib.twins["copies"]; !ok {
-		t.Fatal("detached after a window with 146 direct calls")
+	defer func() {
+		s.mu.Lock()
+		clear(s.targets)
+		s.mu.Unlock()
+	}()
+
+	const setup = 1 << 22 // pids no process has
+	_, drv := fake(setup)
+	s.countTwins(slices.Concat(call("cuMemcpyHtoDAsync_v2", setup, 146), call("cudaMemcpyAsync", setup, twinEvidence)))
+	if n := s.twinCalls[setup]["copies"]; n == nil || n.window != [2]uint64{} || n.runtime != twinEvidence {
+		t.Fatalf("after a window with 146 direct calls: counts %+v, want a new window", n)
 	}
-	s.countTwins(call("cudaMemcpyAsync", twinEvidence-1))
-	if _, ok := lib.twins["copies"]; !ok {
-		t.Fatal("detached before the window was full")
+	s.countTwins(call("cudaMemcpyAsync", setup, twinEvidence-1))
+	if _, ok := drv.twins["copies"]; !ok {
+		t.Fatal("decided before the window was full")
 	}
-	s.countTwins(slices.Concat(call("cuMemcpyAsync", 1), call("cudaMemcpyAsync", 1)))
-	if n := s.twinCalls[pid]["copies"]; n != nil {
-		t.Errorf("counts %v after a window of %d runtime calls and one direct, want the group detached", *n, twinEvidence)
+	s.countTwins(slices.Concat(call("cuMemcpyAsync", setup, 1), call("cudaMemcpyAsync", setup, 1)))
+	if n := s.twinCalls[setup]["copies"]; n != nil || s.twinLayers[setup]["copies"] != twinRuntime {
+		t.Errorf("counts %+v, layer %v after a window of %d runtime calls and one direct, want the runtime's", n, s.twinLayers[setup]["copies"], twinEvidence)
 	}
-	if _, ok := lib.twins["copies"]; ok {
-		t.Error("twin links still held after the group was detached")
+	if len(drv.twins) != 0 {
+		t.Error("twin links still held after the group was decided")
+	}
+
+	// The driver was seen under every runtime copy, with their directions.
+	const seen = setup + 1
+	rt, _ := fake(seen)
+	a, _ := cudaapi.ByName("cuMemcpyDtoDAsync_v2")
+	perCPU := make([]uint64, ebpf.MustPossibleCPU())
+	perCPU[0] = twinEvidence
+	objs := s.Objects()
+	if err := objs.TwinHits.Put(bpf.TwinKey{Pid: seen, Api: a.ID}, perCPU); err != nil {
+		t.Fatal(err)
+	}
+	defer objs.ForgetTwins(seen)
+	var gen0, gen1 uint64
+	objs.RtGen.Get(&gen0)
+	s.countTwins(call("cudaMemcpyAsync", seen, twinEvidence))
+	objs.RtGen.Get(&gen1)
+	if s.twinLayers[seen]["copies"] != twinDriver || len(rt.twins) != 0 {
+		t.Errorf("layer %v, runtime twins %v, want the driver's", s.twinLayers[seen]["copies"], rt.twins)
+	}
+	if gen1 != gen0+1 {
+		t.Errorf("runtime generation %d after %d, want raised once as the runtime's probes went", gen1, gen0)
+	}
+
+	// A copy the driver saw with no direction keeps the runtime's probes.
+	const undirected = setup + 2
+	fake(undirected)
+	g, _ := cudaapi.ByName("cuMemcpyAsync")
+	if err := objs.TwinHits.Put(bpf.TwinKey{Pid: undirected, Api: g.ID}, perCPU); err != nil {
+		t.Fatal(err)
+	}
+	defer objs.ForgetTwins(undirected)
+	s.countTwins(call("cudaMemcpyAsync", undirected, twinEvidence))
+	if s.twinLayers[undirected]["copies"] != twinRuntime {
+		t.Errorf("layer %v with undirected driver copies, want the runtime's", s.twinLayers[undirected]["copies"])
 	}
 }

@@ -63,7 +63,7 @@ func probesCmd(args []string, stdout, stderr io.Writer) error {
 		writePlan(stdout, lp)
 	}
 	fmt.Fprintln(stdout, "Kernel launches are counted at the driver layer only: every runtime launch reaches cuLaunchKernel, so one probe per launch counts each once.")
-	fmt.Fprintln(stdout, "The driver's copy, sync and event probes are detached once the process's calls of that kind go through the runtime (at most 1 in 100 straight to the driver): each runtime call would trap there twice more.")
+	fmt.Fprintln(stdout, "Copies, syncs and event calls are probed at both layers until the process's calls show which layer sees them all: the runtime's probes go once every runtime call of the kind was seen reaching the driver (copies with their direction), the driver's once at most 1 in 100 calls go straight to it.")
 	fmt.Fprintln(stdout, "A single-stepped probe costs ~5-14 µs a hit instead of ~0.3-0.9 µs (the kernel cannot emulate its first instruction).")
 	if cuda == 0 {
 		return fmt.Errorf("PID %d has not loaded a CUDA library (libcudart.so* or libcuda.so.1) yet; gpuprof attach waits for one", *pid)

@@ -32,6 +32,13 @@ time), its threads' context switches a second (voluntary and not, from
 for "on" windows, the CPU gpuprof itself used. --gpuprof-cpus
 runs gpuprof under taskset, --job-cpus the pipeline, to keep them apart.
 
+The process that writes the truth file (found by its open descriptor) is
+also measured on its own in the steady part of each window: its CPU time
+(all its threads) and context switches per step it logs. In a loop bound
+by the threads that launch its work, a probe's cost is CPU time of those
+threads, so the CPU a step moves with what gpuprof adds to the job and
+far less with the pace of the rest of the job than the step rate does.
+
 --job CMD runs another job instead of spec_pipeline.py (MODE is then only
 a label): a command line in which {out} is a directory for its truth
 files, --truth NAME the one (in that directory) whose steps are counted.
@@ -118,6 +125,39 @@ def job_cpu():
     return user, sys_, switches
 
 
+def truth_proc():
+    """The process that has the truth file open (the rank that logs it)."""
+    want = os.path.realpath(truth)
+    for pid in tree(pipe.pid):
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == want:
+                    return pid
+        except OSError:
+            continue
+    return None
+
+
+def proc_cpu(pid):
+    """(monotonic ns, CPU seconds, context switches) of one process so far."""
+    now = time.monotonic_ns()
+    if pid is None:
+        return now, float("nan"), float("nan")
+    cpu, switches = float("nan"), 0
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        cpu = (int(fields[11]) + int(fields[12])) / tick
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/status") as f:
+                for line in f:
+                    if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
+                        switches += int(line.split()[1])
+    except OSError:
+        return now, float("nan"), float("nan")
+    return now, cpu, switches
+
+
 def children_cpu():
     r = os.times()
     return r.children_user + r.children_system
@@ -143,23 +183,33 @@ while lines() < 100 and time.monotonic() < deadline and pipe.poll() is None:
 if pipe.poll() is not None:
     sys.exit(f"the job exited ({pipe.returncode}) before it trained 100 steps: {' '.join(job)}")
 
-spans = []  # (config or "off", start_ns, end_ns, job (user, sys) seconds, gpuprof cpu seconds)
+spans = []  # (config or "off", start_ns, end_ns, job (user, sys) seconds, gpuprof cpu seconds, truth process samples)
+logger = truth_proc()
 
 
 def window(name, flags):
     t0, c0, g0 = time.monotonic_ns(), job_cpu(), children_cpu()
-    if flags is None:
-        time.sleep(secs)
-    elif flags == ["@idle"]:
-        subprocess.run(pin_gpuprof + ["sleep", str(secs)], check=True)
+    r = None
+    if flags == ["@idle"]:
+        r = subprocess.Popen(pin_gpuprof + ["sleep", str(secs)])
+    elif flags is not None:
+        r = subprocess.Popen(pin_gpuprof + [args.gpuprof, "attach", "--pid", str(pipe.pid), "-d", f"{secs}s", "-q"] + flags,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # The truth process's CPU and switches over the steady part of the
+    # window: from --learn s in to 0.5 s before its end.
+    samples = []
+    for at in (LEARN, secs - 0.5):
+        time.sleep(max(0.0, t0 / 1e9 + at - time.monotonic_ns() / 1e9))
+        samples.append(proc_cpu(logger))
+    if r is None:
+        time.sleep(max(0.0, t0 / 1e9 + secs - time.monotonic_ns() / 1e9))
     else:
-        r = subprocess.run(pin_gpuprof + [args.gpuprof, "attach", "--pid", str(pipe.pid), "-d", f"{secs}s", "-q"] + flags,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        _, err = r.communicate()
         if r.returncode != 0:
             # Say why, and go on: one failed window is not the whole run.
-            print(f"{name}: gpuprof attach exit {r.returncode}: {r.stderr.strip()[-400:]}", file=sys.stderr, flush=True)
+            print(f"{name}: exit {r.returncode}: {(err or '').strip()[-400:]}", file=sys.stderr, flush=True)
     c1 = job_cpu()
-    spans.append((name, t0, time.monotonic_ns(), (c1[0] - c0[0], c1[1] - c0[1], c1[2] - c0[2]), children_cpu() - g0))
+    spans.append((name, t0, time.monotonic_ns(), (c1[0] - c0[0], c1[1] - c0[1], c1[2] - c0[2]), children_cpu() - g0, samples))
     print(f"window {len(spans)}/{windows} ({name}) done", file=sys.stderr, flush=True)
 
 
@@ -182,7 +232,7 @@ rows = [json.loads(l) for l in open(truth)]
 
 def measure(skip_on):
     stats = []
-    for name, a, b, cpu, own in spans:
+    for name, a, b, cpu, own, _ in spans:
         a, b = a + int((skip_on if name != "off" else 0.5) * 1e9), b - 500_000_000
         sel = [r for r in rows if a <= r["t_end_ns"] < b]
         rate = len(sel) / ((b - a) / 1e9)
@@ -206,7 +256,7 @@ def pct(x):
     return f"{100 * (x - 1):+.2f}%"
 
 
-for (name, a, b, (user, sys_, switches), own), (_, rate, st) in zip(spans, measure(0.5)):
+for (name, a, b, (user, sys_, switches), own, _), (_, rate, st) in zip(spans, measure(0.5)):
     wall = (b - a) / 1e9
     gp = f"  gpuprof cpu {own / wall * 100:5.1f}%" if name != "off" else ""
     print(f"{name:>10s} {rate:8.2f} steps/s  median step_time {st * 1e3:7.3f} ms  "
@@ -247,3 +297,37 @@ for label, skip in (("whole", 0.5), ("steady", LEARN)):
     if len(null) >= 3:
         lo, hi = ci(null)
         print(f"  noise floor (off vs off): median {pct(statistics.median(null))}, 95% CI {pct(lo)}..{pct(hi)}")
+
+
+def per_step():
+    """Each window's truth process CPU ms and context switches per step it
+    logged, over the steady part of the window."""
+    out = []
+    for name, a, b, cpu, own, samples in spans:
+        (t0, c0, s0), (t1, c1, s1) = samples
+        n = sum(1 for r in rows if t0 <= r["t_end_ns"] < t1)
+        out.append((name, (c1 - c0) * 1e3 / n if n else float("nan"), (s1 - s0) / n if n else float("nan")))
+    return out
+
+
+if logger is None:
+    print(f"  no process of the job had {truth} open: its CPU a step is not measured")
+elif LEARN < secs - 0.5:
+    stats = per_step()
+    print(f"the truth process (PID {logger}), steady part of each window:")
+    for name, flags in configs:
+        for col, what in ((1, "CPU a step"), (2, "context switches a step")):
+            rr = [x for x in ratios(stats, name, col) if x == x]
+            if not rr:
+                continue
+            lo, hi = ci(rr)
+            print(f"  {name} {what} on/off {pct(statistics.median(rr))} (95% CI {pct(lo)}..{pct(hi)}, n={len(rr)}); "
+                  f"each {' '.join(pct(x) for x in rr)}")
+    offs = [x for x in stats if x[0] == "off"]
+    for col, what in ((1, "CPU a step"), (2, "context switches a step")):
+        null = [offs[i][col] / ((offs[i - 1][col] + offs[i + 1][col]) / 2) for i in range(1, len(offs) - 1)]
+        null = [x for x in null if x == x]
+        if len(null) >= 3:
+            lo, hi = ci(null)
+            print(f"  noise floor of {what} (off vs off): median {pct(statistics.median(null))}, 95% CI {pct(lo)}..{pct(hi)}")
+    print("  " + "  ".join(f"{n} {c:.2f} ms {w:.0f} sw" for n, c, w in stats))
