@@ -102,26 +102,32 @@ def tree(pid):
     return out
 
 
+def proc_stat(pid):
+    """One process's user and system CPU seconds so far, and its threads'
+    context switches (voluntary and not); None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        switches = 0
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/status") as f:
+                for line in f:
+                    if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
+                        switches += int(line.split()[1])
+    except OSError:
+        return None
+    return int(fields[11]) / tick, int(fields[12]) / tick, switches
+
+
 def job_cpu():
     """The job's user and system CPU seconds so far, and its threads'
     context switches (all its threads and processes running now)."""
     user = sys_ = 0.0
     switches = 0
     for pid in tree(pipe.pid):
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        user, sys_ = user + int(fields[11]) / tick, sys_ + int(fields[12]) / tick
-        try:
-            for task in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{task}/status") as f:
-                    for line in f:
-                        if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
-                            switches += int(line.split()[1])
-        except OSError:
-            pass
+        st = proc_stat(pid)
+        if st:
+            user, sys_, switches = user + st[0], sys_ + st[1], switches + st[2]
     return user, sys_, switches
 
 
@@ -141,21 +147,10 @@ def truth_proc():
 def proc_cpu(pid):
     """(monotonic ns, CPU seconds, context switches) of one process so far."""
     now = time.monotonic_ns()
-    if pid is None:
+    st = proc_stat(pid) if pid is not None else None
+    if not st:
         return now, float("nan"), float("nan")
-    cpu, switches = float("nan"), 0
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        cpu = (int(fields[11]) + int(fields[12])) / tick
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/status") as f:
-                for line in f:
-                    if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
-                        switches += int(line.split()[1])
-    except OSError:
-        return now, float("nan"), float("nan")
-    return now, cpu, switches
+    return now, st[0] + st[1], st[2]
 
 
 def children_cpu():
