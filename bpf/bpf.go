@@ -51,10 +51,13 @@ const (
 
 // Settings are the programs' load-time constants.
 type Settings struct {
-	WakeupBytes  uint64 // data waiting in the ring buffer before the reader is woken
-	PyMinWaitNS  uint64 // Python lock waits shorter than this are not reported
-	PyReadCookie uint64 // the cookie of the wait probe on _Py_read
-	CountWaits   bool   // count Python wait probe hits in WaitHits (~50 ns a hit)
+	WakeupBytes uint64 // data waiting in the ring buffer before the reader is woken
+	PyMinWaitNS uint64 // Python lock waits shorter than this are not reported
+	// PyLearnWaitNS: in a process whose layout says learning, waits from
+	// this long on are reported too.
+	PyLearnWaitNS uint64
+	PyReadCookie  uint64 // the cookie of the wait probe on _Py_read
+	CountWaits    bool   // count Python wait probe hits in WaitHits (~50 ns a hit)
 }
 
 // Load loads the programs and maps into the kernel.
@@ -68,6 +71,9 @@ func Load(set Settings) (*Objects, error) {
 	}
 	if err := spec.Variables["py_min_wait_ns"].Set(set.PyMinWaitNS); err != nil {
 		return nil, fmt.Errorf("set py_min_wait_ns: %w", err)
+	}
+	if err := spec.Variables["py_learn_wait_ns"].Set(set.PyLearnWaitNS); err != nil {
+		return nil, fmt.Errorf("set py_learn_wait_ns: %w", err)
 	}
 	if err := spec.Variables["py_read_cookie"].Set(set.PyReadCookie); err != nil {
 		return nil, fmt.Errorf("set py_read_cookie: %w", err)
@@ -220,4 +226,13 @@ func (o *Objects) ForgetTwins(pid uint32) {
 	for _, k := range gone {
 		o.TwinHits.Delete(k)
 	}
+}
+
+// SetPyLearning tells the wait programs how many processes have their
+// short waits reported (PyLayout.Learning), 0 for none.
+func (o *Objects) SetPyLearning(n int) error {
+	if err := o.PyLearning.Set(uint64(n)); err != nil {
+		return fmt.Errorf("set py_learning: %w", err)
+	}
+	return nil
 }

@@ -130,7 +130,7 @@ struct py_layout {
 	__s32 frame_owner;    // owner, or -1
 	__u32 id_is_pthread;
 	__u32 frame_locals;   // f_localsplus / localsplus: the arguments, self first
-	__u32 pad;
+	__u32 learning;       // 1 while gpuprof looks for the process's sample pool: waits from py_learn_wait_ns are reported
 };
 
 #define PY_FRAMES 8
@@ -258,6 +258,12 @@ volatile const __u64 wakeup_bytes = 1 << 20;
 
 // Python lock waits shorter than this are not reported.
 volatile const __u64 py_min_wait_ns = 50000;
+
+// Except, from this long on, in a process gpuprof is looking for the
+// sample pool of (py_layout.learning; probes/poollearn.go). py_learning
+// counts those processes: with none, a short wait costs one more load.
+volatile const __u64 py_learn_wait_ns = 5000;
+volatile __u64 py_learning = 0;
 
 // count_waits turns on wait_hits (--probe-stats); off, the verifier drops
 // the counting as dead code.
@@ -793,12 +799,12 @@ int py_lock_return(struct pt_regs *ctx)
 	if (sp > ts->py.sp + 16)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	if (now - start < py_min_wait_ns)
+	if (now - start < py_min_wait_ns && (!py_learning || now - start < py_learn_wait_ns))
 		return 0;
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 pid = id >> 32;
 	struct py_layout *l = bpf_map_lookup_elem(&python, &pid);
-	if (!l)
+	if (!l || (now - start < py_min_wait_ns && !l->learning))
 		return 0;
 	struct py_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {

@@ -109,7 +109,7 @@ type gpuprofPyLayout struct {
 	FrameOwner    int32
 	IdIsPthread   uint32
 	FrameLocals   uint32
-	Pad           uint32
+	Learning      uint32
 }
 
 type gpuprofPySite struct {
@@ -228,6 +228,8 @@ const (
 	gpuprofProgPyLockReturn   = "py_lock_return"
 	gpuprofVarCountWaits      = "count_waits"
 	gpuprofVarInstantTwinNs   = "instant_twin_ns"
+	gpuprofVarPyLearnWaitNs   = "py_learn_wait_ns"
+	gpuprofVarPyLearning      = "py_learning"
 	gpuprofVarPyMinWaitNs     = "py_min_wait_ns"
 	gpuprofVarPyReadCookie    = "py_read_cookie"
 	gpuprofVarRtGen           = "rt_gen"
@@ -323,6 +325,8 @@ type gpuprofMapSpecs struct {
 type gpuprofVariableSpecs struct {
 	CountWaits      *ebpf.VariableSpec `ebpf:"count_waits"`
 	InstantTwinNs   *ebpf.VariableSpec `ebpf:"instant_twin_ns"`
+	PyLearnWaitNs   *ebpf.VariableSpec `ebpf:"py_learn_wait_ns"`
+	PyLearning      *ebpf.VariableSpec `ebpf:"py_learning"`
 	PyMinWaitNs     *ebpf.VariableSpec `ebpf:"py_min_wait_ns"`
 	PyReadCookie    *ebpf.VariableSpec `ebpf:"py_read_cookie"`
 	RtGen           *ebpf.VariableSpec `ebpf:"rt_gen"`
@@ -393,6 +397,8 @@ func (m *gpuprofMaps) Close() error {
 type gpuprofVariables struct {
 	CountWaits      *ebpf.Variable `ebpf:"count_waits"`
 	InstantTwinNs   *ebpf.Variable `ebpf:"instant_twin_ns"`
+	PyLearnWaitNs   *ebpf.Variable `ebpf:"py_learn_wait_ns"`
+	PyLearning      *ebpf.Variable `ebpf:"py_learning"`
 	PyMinWaitNs     *ebpf.Variable `ebpf:"py_min_wait_ns"`
 	PyReadCookie    *ebpf.Variable `ebpf:"py_read_cookie"`
 	RtGen           *ebpf.Variable `ebpf:"rt_gen"`

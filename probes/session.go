@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf/link"
@@ -64,6 +65,10 @@ type Session struct {
 	// twinLayers are the twin groups decided, by process (twins.go);
 	// under mu.
 	twinLayers map[int]map[string]twinLayer
+	// poolLearning: Python processes whose short waits are reported until
+	// their pool is seen, until when (poollearn.go); under mu.
+	poolLearning map[int]time.Time
+	poolLearners atomic.Int32 // len(poolLearning), read with no lock
 }
 
 type target struct {
@@ -122,7 +127,8 @@ func Open(cfg Config) (*Session, error) {
 		return nil, err
 	}
 	objs, err := bpf.Load(bpf.Settings{WakeupBytes: uint64(size) / 4, PyMinWaitNS: uint64(cfg.PyMinWait),
-		PyReadCookie: uint64(readCookie), CountWaits: cfg.CountWaits})
+		PyLearnWaitNS: uint64(min(poolLearnWait, cfg.PyMinWait)),
+		PyReadCookie:  uint64(readCookie), CountWaits: cfg.CountWaits})
 	if err != nil {
 		return nil, err
 	}
@@ -371,6 +377,7 @@ func (s *Session) attachPythonWaits(t *target) (*LibraryPlan, error) {
 	t.libs[t.sems.File.Key()].links = links
 	s.marks = append(s.marks, events.Event{Kind: events.KindPyAttached, PID: uint32(t.pid), Start: now, End: now})
 	s.mu.Unlock()
+	s.startPoolLearning(t.pid, time.Now())
 	return lp, nil
 }
 
@@ -426,6 +433,7 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 			batch = append(batch, ev)
 			if ev.Kind == events.KindPyWait && s.pools != nil {
 				s.pools.note(&ev, s.pythonMinor(int(ev.PID)))
+				s.notePoolLearning(&ev)
 			}
 			if ev.Kind == events.KindLibLoad {
 				// Attach to the new library now, not at the end of the poll
@@ -441,6 +449,9 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 			s.pools.sawBPFReadings(pidsWithPool(batch, &pooled), time.Now())
 		}
 		s.countTwins(batch)
+		if s.poolLearners.Load() > 0 {
+			s.expirePoolLearning(time.Now())
+		}
 		// Markers from the last cycle sort in among the events that were
 		// still in the ring buffer when they were made.
 		s.mu.Lock()
@@ -683,6 +694,10 @@ func (s *Session) Detach(pid int) error {
 	delete(s.targets, pid)
 	delete(s.twinCalls, pid)
 	delete(s.twinLayers, pid)
+	if _, ok := s.poolLearning[pid]; ok {
+		delete(s.poolLearning, pid)
+		s.setPoolLearning(pid, false)
+	}
 	s.mu.Unlock()
 	s.objs.ForgetTwins(uint32(pid))
 	if t == nil {
