@@ -247,6 +247,17 @@ def ci(xs, n=2000):
     return meds[int(0.025 * n)], meds[int(0.975 * n)]
 
 
+def print_floor(stats, col, what):
+    """The on/off statistic taken between "off" windows (each against its
+    "off" neighbours two windows away): the run's noise floor."""
+    offs = [x for x in stats if x[0] == "off"]
+    null = [offs[i][col] / ((offs[i - 1][col] + offs[i + 1][col]) / 2) for i in range(1, len(offs) - 1)]
+    null = [x for x in null if x == x]
+    if len(null) >= 3:
+        lo, hi = ci(null)
+        print(f"  noise floor{what} (off vs off): median {pct(statistics.median(null))}, 95% CI {pct(lo)}..{pct(hi)}")
+
+
 def pct(x):
     return f"{100 * (x - 1):+.2f}%"
 
@@ -287,11 +298,7 @@ for label, skip in (("whole", 0.5), ("steady", LEARN)):
                   f"(95% CI {pct(lo)}..{pct(hi)}, mean {pct(statistics.mean(rel))}, n={len(rel)})")
     # The same statistic between "off" windows (each against its "off"
     # neighbours two windows away) is the noise floor of this run.
-    offs = [x for x in stats if x[0] == "off"]
-    null = [offs[i][1] / ((offs[i - 1][1] + offs[i + 1][1]) / 2) for i in range(1, len(offs) - 1)]
-    if len(null) >= 3:
-        lo, hi = ci(null)
-        print(f"  noise floor (off vs off): median {pct(statistics.median(null))}, 95% CI {pct(lo)}..{pct(hi)}")
+    print_floor(stats, 1, "")
 
 
 def per_step():
@@ -318,11 +325,6 @@ elif LEARN < secs - 0.5:
             lo, hi = ci(rr)
             print(f"  {name} {what} on/off {pct(statistics.median(rr))} (95% CI {pct(lo)}..{pct(hi)}, n={len(rr)}); "
                   f"each {' '.join(pct(x) for x in rr)}")
-    offs = [x for x in stats if x[0] == "off"]
     for col, what in ((1, "CPU a step"), (2, "context switches a step")):
-        null = [offs[i][col] / ((offs[i - 1][col] + offs[i + 1][col]) / 2) for i in range(1, len(offs) - 1)]
-        null = [x for x in null if x == x]
-        if len(null) >= 3:
-            lo, hi = ci(null)
-            print(f"  noise floor of {what} (off vs off): median {pct(statistics.median(null))}, 95% CI {pct(lo)}..{pct(hi)}")
+        print_floor(stats, col, f" of {what}")
     print("  " + "  ".join(f"{n} {c:.2f} ms {w:.0f} sw" for n, c, w in stats))
