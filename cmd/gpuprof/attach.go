@@ -37,6 +37,7 @@ func attachCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer sess.Close()
+	f.stepBack()
 	gw, err := openGPUs(&f.gpu, *gpus != "")
 	if err != nil {
 		return err

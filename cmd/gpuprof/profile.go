@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"slices"
@@ -42,6 +43,7 @@ type profileFlags struct {
 	probeSpecs []string
 	batchSize  int
 	children   bool
+	normalPrio bool
 	gpu        gpuFlags
 
 	// parsed from preset and probeSpecs
@@ -68,6 +70,7 @@ func (f *profileFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.children, "children", false, "follow the targets' child processes too (ranks, DataLoader workers, engines)")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no live line")
 	f.gpu.register(fs)
+	fs.BoolVar(&f.normalPrio, "normal-sched", false, "run gpuprof's threads under the normal scheduling policy (default: SCHED_BATCH, so that they never preempt the job's threads as they wake)")
 	fs.BoolVar(&f.probeStats, "probe-stats", false, "at the end, print how often each BPF program ran and for how long (turns on the kernel's BPF statistics while attached)")
 }
 
@@ -259,4 +262,15 @@ func pidList(pids []int) string {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// stepBack runs gpuprof behind the job (runBehindTheJob) unless
+// --normal-sched; a failure is only worth a warning.
+func (f *profileFlags) stepBack() {
+	if f.normalPrio {
+		return
+	}
+	if err := runBehindTheJob(); err != nil {
+		slog.Warn("gpuprof runs at the normal scheduling policy", "err", err)
+	}
 }

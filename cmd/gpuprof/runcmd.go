@@ -36,6 +36,8 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("start %s: %w", fs.Arg(0), err)
 	}
 	pid := cmd.Process.Pid
+	// After the start: the job keeps its own scheduling policy.
+	f.stepBack()
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
 	if _, err := sess.Attach(pid); err != nil {
