@@ -410,6 +410,15 @@ func TestPythonPipelines(t *testing.T) {
 						t.Logf("%d steps, %d matched: one cut wrong; running once more", res.Ours, res.Matched)
 						continue
 					}
+					if mode == "data" && attempt == 0 && poolUnseen(res) {
+						// A thread-mode pool that no get or put waited on
+						// (not even for the 5 µs reported while gpuprof
+						// looks for it) is not found: its queue never
+						// shows in a wait's frames (README, Pools; ~1 run
+						// in 15-30). Run once more.
+						t.Logf("the pool was not seen in %d steps; running once more", res.Ours)
+						continue
+					}
 					if !res.Pass() {
 						t.Errorf("gpuprof's %d steps (%d matched, one to one %v) do not match the job's log within 5%%", res.Ours, res.Matched, res.OneToOne)
 					}
@@ -442,6 +451,16 @@ func TestPythonPipelines(t *testing.T) {
 			})
 		}
 	}
+}
+
+// poolUnseen says whether gpuprof reported no pool at all for a run.
+func poolUnseen(res validate.Result) bool {
+	for _, f := range res.Fields {
+		if f.Name == "pool" {
+			return f.N == 0
+		}
+	}
+	return false
 }
 
 // trainerWaitedInGet matches a summary's Python wait row of a thread
