@@ -212,19 +212,9 @@ func (o *Objects) RaiseRuntimeGeneration() error {
 
 // ForgetTwins drops a process's twin counts (it was detached).
 func (o *Objects) ForgetTwins(pid uint32) {
-	var (
-		key  TwinKey
-		vals []uint64
-		gone []TwinKey
-	)
-	it := o.TwinHits.Iterate()
-	for it.Next(&key, &vals) {
-		if key.Pid == pid {
-			gone = append(gone, key)
-		}
-	}
-	for _, k := range gone {
-		o.TwinHits.Delete(k)
+	hits, _ := o.TwinCounts(pid)
+	for api := range hits {
+		o.TwinHits.Delete(TwinKey{Pid: pid, Api: api})
 	}
 }
 

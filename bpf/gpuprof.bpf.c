@@ -289,20 +289,27 @@ static __always_inline void count(__u32 stat)
 		*v += 1;
 }
 
+// lookup_or_init is a counter map's value for key, put in as zero (this
+// CPU's slot) if it was not there; NULL if the map is full.
+static __always_inline void *lookup_or_init(void *map, const void *key, const void *zero)
+{
+	void *v = bpf_map_lookup_elem(map, key);
+	if (v)
+		return v;
+	bpf_map_update_elem(map, key, zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(map, key);
+}
+
 // count_wait adds one to the calling thread's hits (or reports) of a wait
 // function.
 static __always_inline void count_wait(__u64 cookie, int reported)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct wait_key k = {.pid = id >> 32, .cookie = cookie, .main = (__u32)id == id >> 32};
-	struct wait_count *h = bpf_map_lookup_elem(&wait_hits, &k);
-	if (!h) {
-		struct wait_count zero = {};
-		bpf_map_update_elem(&wait_hits, &k, &zero, BPF_NOEXIST);
-		h = bpf_map_lookup_elem(&wait_hits, &k);
-		if (!h)
-			return;
-	}
+	struct wait_count zero = {};
+	struct wait_count *h = lookup_or_init(&wait_hits, &k, &zero);
+	if (!h)
+		return;
 	if (reported)
 		h->reported++;
 	else
@@ -323,15 +330,10 @@ static __always_inline void count_twin(__u64 cookie, __u64 outer)
 	if (!COOKIE_TWIN(cookie) || COOKIE_TWIN(cookie) != COOKIE_TWIN(outer))
 		return;
 	struct twin_key k = {.pid = bpf_get_current_pid_tgid() >> 32, .api = COOKIE_API(cookie)};
-	__u64 *n = bpf_map_lookup_elem(&twin_hits, &k);
-	if (!n) {
-		__u64 zero = 0;
-		bpf_map_update_elem(&twin_hits, &k, &zero, BPF_NOEXIST);
-		n = bpf_map_lookup_elem(&twin_hits, &k);
-		if (!n)
-			return;
-	}
-	*n += 1;
+	__u64 zero = 0;
+	__u64 *n = lookup_or_init(&twin_hits, &k, &zero);
+	if (n)
+		*n += 1;
 }
 
 static __always_inline __u64 ringbuf_flags(void)

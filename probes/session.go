@@ -424,17 +424,17 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 				continue
 			}
 			if ev.Kind == events.KindPyWait {
-				t := s.targetOf(ev.PID)
-				if !s.nameFrames(t, &ev, time.Now()) {
+				t, mem, minor := s.pyTargetOf(ev.PID)
+				if !nameFrames(mem, &ev, time.Now()) {
 					continue // its process is gone, its code never named
 				}
 				s.watchWaitingThread(t, &ev)
+				if s.pools != nil {
+					s.pools.note(&ev, minor)
+					s.notePoolLearning(&ev)
+				}
 			}
 			batch = append(batch, ev)
-			if ev.Kind == events.KindPyWait && s.pools != nil {
-				s.pools.note(&ev, s.pythonMinor(int(ev.PID)))
-				s.notePoolLearning(&ev)
-			}
 			if ev.Kind == events.KindLibLoad {
 				// Attach to the new library now, not at the end of the poll
 				// interval: the process is running on into it.
@@ -521,11 +521,17 @@ func (s *Session) otherTargets(pid int) []int {
 	return out
 }
 
-// targetOf is the target of an event's process, nil if it is gone.
-func (s *Session) targetOf(pid uint32) *target {
+// pyTargetOf is, in one look, the target of a Python wait's process, the
+// reader of its CPython objects and its minor version; a nil reader once
+// the process is gone.
+func (s *Session) pyTargetOf(pid uint32) (*target, *pymem.Reader, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.targets[int(pid)]
+	t := s.targets[int(pid)]
+	if t == nil || t.python == nil {
+		return t, nil, 0
+	}
+	return t, t.pyMemLocked(), t.python.Minor
 }
 
 // targetPyMem is the reader of a target's CPython objects, nil if it runs
@@ -539,6 +545,12 @@ func (s *Session) targetPyMem(t *target) *pymem.Reader {
 	if t.python == nil {
 		return nil
 	}
+	return t.pyMemLocked()
+}
+
+// pyMemLocked is the target's reader of CPython objects, opened the first
+// time; nil if it cannot be. Under mu, with t.python known.
+func (t *target) pyMemLocked() *pymem.Reader {
 	if t.pyMem == nil {
 		r, err := pymem.NewReader(t.pid, t.python.Minor)
 		if err != nil {
@@ -550,10 +562,9 @@ func (s *Session) targetPyMem(t *target) *pymem.Reader {
 }
 
 // nameFrames reads the names of a Python wait's frames from their code
-// objects, keeping the frames it could name in order. It says whether
-// any was.
-func (s *Session) nameFrames(t *target, ev *events.Event, now time.Time) bool {
-	r := s.targetPyMem(t)
+// objects with r, keeping the frames it could name in order. It says
+// whether any was.
+func nameFrames(r *pymem.Reader, ev *events.Event, now time.Time) bool {
 	if r == nil {
 		return false
 	}
@@ -568,16 +579,6 @@ func (s *Session) nameFrames(t *target, ev *events.Event, now time.Time) bool {
 	}
 	ev.Frames = named
 	return len(named) > 0
-}
-
-// pythonMinor is the CPython minor version of a target, 0 if unknown.
-func (s *Session) pythonMinor(pid int) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if t := s.targets[pid]; t != nil && t.python != nil {
-		return t.python.Minor
-	}
-	return 0
 }
 
 func (s *Session) rescan(force bool) []LibraryPlan {
