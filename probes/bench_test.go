@@ -27,7 +27,7 @@ type hitloop struct {
 	out *bufio.Reader
 }
 
-func startHitloop(b *testing.B, symbol string) *hitloop {
+func startHitloop(b testing.TB, symbol string) *hitloop {
 	b.Helper()
 	dir := testenv.Fixtures(b)
 	cmd := exec.Command(filepath.Join(dir, "hitloop"), dir, symbol)

@@ -1,10 +1,8 @@
 package probes
 
 import (
-	"errors"
 	"time"
 
-	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/gpuprof/gpuprof/events"
@@ -92,7 +90,7 @@ func (s *Session) switchLaunches(pid int, off bool, libs []*attachedLib) events.
 	}
 	for _, l := range libs {
 		if off {
-			closeLinks(l.launch)
+			s.closer.close(l.launch, nil, func(err error) { s.cfg.Log.Warn("launch probes not all detached", "pid", pid, "err", err) })
 			l.launch = nil
 			continue
 		}
@@ -115,12 +113,4 @@ func monotonicNow() uint64 {
 	var ts unix.Timespec
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return uint64(ts.Nano())
-}
-
-func closeLinks(links []link.Link) error {
-	var errs []error
-	for _, l := range links {
-		errs = append(errs, l.Close())
-	}
-	return errors.Join(errs...)
 }

@@ -50,14 +50,16 @@ type Session struct {
 	cfg    Config
 	objs   *bpf.Objects
 	reader *ringbuf.Reader
+	drain  *drainer // reads reader, from the first Run on (drain.go)
+	closer *backgroundCloser
 
 	mu           sync.Mutex
 	targets      map[int]*target
 	stats        Stats
 	closed       bool
 	lastChildren time.Time
-	follow       []int          // processes to attach to at the next poll (Follow)
-	marks        []events.Event // launch-probe markers and pool readings for the next batch
+	follow       []int      // processes to attach to at the next poll (Follow)
+	marks        []heldMark // launch-probe markers and pool readings for a coming batch
 	pools        *poolWatch
 	// twinCalls counts, by process, the calls deciding whether its
 	// driver twins go (twins.go); under mu.
@@ -137,7 +139,7 @@ func Open(cfg Config) (*Session, error) {
 		objs.Close()
 		return nil, fmt.Errorf("open ring buffer: %w", err)
 	}
-	sess := &Session{cfg: cfg, objs: objs, reader: rd, targets: map[int]*target{}, twinCalls: map[int]twinCounts{},
+	sess := &Session{cfg: cfg, objs: objs, reader: rd, closer: newBackgroundCloser(), targets: map[int]*target{}, twinCalls: map[int]twinCounts{},
 		twinLayers: map[int]map[string]twinLayer{}}
 	if !cfg.NoPython {
 		sess.pools = newPoolWatch(func(pid uint32, p bpfPool) error {
@@ -375,7 +377,7 @@ func (s *Session) attachPythonWaits(t *target) (*LibraryPlan, error) {
 	now := monotonicNow()
 	s.mu.Lock()
 	t.libs[t.sems.File.Key()].links = links
-	s.marks = append(s.marks, events.Event{Kind: events.KindPyAttached, PID: uint32(t.pid), Start: now, End: now})
+	s.addMarksLocked(events.Event{Kind: events.KindPyAttached, PID: uint32(t.pid), Start: now, End: now})
 	s.mu.Unlock()
 	s.startPoolLearning(t.pid, time.Now())
 	return lp, nil
@@ -393,58 +395,43 @@ var ErrTargetsExited = errors.New("every target process exited")
 // targets have exited, re-reading the targets' maps when the loader reports
 // a change and every Rescan interval.
 func (s *Session) Run(ctx context.Context, sink Sink) error {
-	var rec ringbuf.Record
 	var batch []events.Event
 	var pooled []uint32
+	if s.drain == nil {
+		s.drain = newDrainer(s.reader, s.cfg.Poll)
+	}
 	exiting := false
+	var drainedAt uint64 // the drainer's empty reads when the targets had all exited
 	if s.pools != nil && s.cfg.PoolInterval > 0 {
 		poolCtx, stop := context.WithCancel(ctx)
 		defer stop()
 		go s.pools.run(poolCtx, s.cfg.PoolInterval, func(evs []events.Event) {
 			s.mu.Lock()
-			s.marks = append(s.marks, evs...)
+			s.addMarksLocked(evs...)
 			s.mu.Unlock()
 		})
 	}
+	poll := time.NewTimer(s.cfg.Poll)
+	defer poll.Stop()
 	for {
-		batch = batch[:0]
-		rescan := false
-		s.reader.SetDeadline(time.Now().Add(s.cfg.Poll))
-		for {
-			err := s.reader.ReadInto(&rec)
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				break
-			}
-			if err != nil {
-				return fmt.Errorf("read ring buffer: %w", err)
-			}
-			var ev events.Event
-			if err := decodeRecord(rec.RawSample, &ev); err != nil {
-				s.stats.BadRecords++
-				continue
-			}
-			if ev.Kind == events.KindPyWait {
-				t, mem, minor := s.pyTargetOf(ev.PID)
-				if !nameFrames(mem, &ev, time.Now()) {
-					continue // its process is gone, its code never named
-				}
-				s.watchWaitingThread(t, &ev)
-				if s.pools != nil {
-					s.pools.note(&ev, minor)
-					s.notePoolLearning(&ev)
-				}
-			}
-			batch = append(batch, ev)
-			if ev.Kind == events.KindLibLoad {
-				// Attach to the new library now, not at the end of the poll
-				// interval: the process is running on into it.
-				rescan = true
-				break
-			}
-			if len(batch) >= 1<<14 {
-				break // keep batches bounded under a burst
-			}
+		select {
+		case <-s.drain.ready:
+		case <-poll.C:
+		case <-ctx.Done():
 		}
+		poll.Reset(s.cfg.Poll)
+		batch, rescan, emptied, err := s.drain.take(batch[:0])
+		if err != nil {
+			return fmt.Errorf("read ring buffer: %w", err)
+		}
+		kept := batch[:0]
+		for _, ev := range batch {
+			if ev.Kind == events.KindPyWait && !s.namePyWait(&ev) {
+				continue // its process is gone, its code never named
+			}
+			kept = append(kept, ev)
+		}
+		batch = kept
 		if s.pools != nil {
 			s.pools.sawBPFReadings(pidsWithPool(batch, &pooled), time.Now())
 		}
@@ -452,11 +439,8 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 		if s.poolLearners.Load() > 0 {
 			s.expirePoolLearning(time.Now())
 		}
-		// Markers from the last cycle sort in among the events that were
-		// still in the ring buffer when they were made.
 		s.mu.Lock()
-		batch = append(batch, s.marks...)
-		s.marks = s.marks[:0]
+		batch = s.dueMarksLocked(batch, emptied)
 		s.mu.Unlock()
 		slices.SortStableFunc(batch, events.CompareEnd)
 		attached := s.rescan(rescan)
@@ -464,7 +448,7 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 		attached = append(attached, s.followNamed()...)
 		if marks := s.sampleLaunches(time.Now()); len(marks) > 0 {
 			s.mu.Lock()
-			s.marks = append(s.marks, marks...)
+			s.addMarksLocked(marks...)
 			s.mu.Unlock()
 		}
 		s.stats.Events += uint64(len(batch))
@@ -473,18 +457,73 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 		}
 		if s.allExited() {
 			if !exiting {
-				// One more pass: what the targets wrote between this
-				// pass's last read and their exit is still in the ring
-				// buffer (a job's last step, for one).
-				exiting = true
+				// What the targets wrote between the last read and their
+				// exit may still be in the ring buffer (a job's last
+				// step, for one): go on until the drainer has twice found
+				// it empty since.
+				exiting, drainedAt = true, emptied
 				continue
 			}
-			return ErrTargetsExited
+			if emptied >= drainedAt+2 {
+				return ErrTargetsExited
+			}
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
 	}
+}
+
+// heldMark is an event gpuprof makes itself (a marker, a pool reading),
+// held until the drainer has read what the probes wrote before it.
+type heldMark struct {
+	ev  events.Event
+	due uint64 // the drainer's empty reads from which it is due
+}
+
+// addMarksLocked holds markers until every event written before them is
+// read, so that each sorts in among the events about it: the ring buffer
+// read empty twice after now holds all of them. Under mu.
+func (s *Session) addMarksLocked(evs ...events.Event) {
+	due := uint64(0)
+	if s.drain != nil {
+		due = s.drain.emptiedNow() + 2
+	}
+	for _, ev := range evs {
+		s.marks = append(s.marks, heldMark{ev: ev, due: due})
+	}
+}
+
+// dueMarksLocked moves the markers due at emptied empty reads into batch.
+// Under mu.
+func (s *Session) dueMarksLocked(batch []events.Event, emptied uint64) []events.Event {
+	kept := s.marks[:0]
+	for _, m := range s.marks {
+		if m.due <= emptied {
+			batch = append(batch, m.ev)
+		} else {
+			kept = append(kept, m)
+		}
+	}
+	clear(s.marks[len(kept):])
+	s.marks = kept
+	return batch
+}
+
+// namePyWait names a Python wait's frames and notes the wait for the
+// watchers of its thread and of the sample pool; false if no frame could
+// be named.
+func (s *Session) namePyWait(ev *events.Event) bool {
+	t, mem, minor := s.pyTargetOf(ev.PID)
+	if !nameFrames(mem, ev, time.Now()) {
+		return false
+	}
+	s.watchWaitingThread(t, ev)
+	if s.pools != nil {
+		s.pools.note(ev, minor)
+		s.notePoolLearning(ev)
+	}
+	return true
 }
 
 // pidsWithPool are the processes of batch's events that carry a BPF pool
@@ -630,6 +669,9 @@ func (s *Session) allExited() bool {
 // Stats returns the loss counters, summed over CPUs.
 func (s *Session) Stats() Stats {
 	st := s.stats
+	if s.drain != nil {
+		st.BadRecords = s.drain.bad.Load()
+	}
 	var vals []uint64
 	for i := uint32(0); i < bpf.NumStats; i++ {
 		if err := s.objs.Stats.Lookup(i, &vals); err != nil {
@@ -713,6 +755,7 @@ func (s *Session) Detach(pid int) error {
 		s.objs.Python.Delete(uint32(pid))
 	}
 	unix.Close(t.pidfd)
+	s.closer.wait() // links already let go of (twins settled, launches paused)
 	return errors.Join(errs...)
 }
 
@@ -725,6 +768,9 @@ func (s *Session) Close() error {
 	s.closed = true
 	var errs []error
 	errs = append(errs, s.reader.Close())
+	if s.drain != nil {
+		s.drain.stop()
+	}
 	s.mu.Lock()
 	pids := make([]int, 0, len(s.targets))
 	for pid := range s.targets {
@@ -734,6 +780,7 @@ func (s *Session) Close() error {
 	for _, pid := range pids {
 		errs = append(errs, s.Detach(pid))
 	}
+	s.closer.wait()
 	errs = append(errs, s.objs.Close())
 	return errors.Join(errs...)
 }

@@ -225,14 +225,17 @@ func (s *Session) decideTwins(t *target) {
 		s.decidedTwins(t.pid)[g] = layer
 	}
 	s.mu.Unlock()
-	closeLinks(gone)
+	var after func()
 	if raise {
 		// The runtime calls in flight as their probes went will never be
 		// seen returning.
-		if err := s.objs.RaiseRuntimeGeneration(); err != nil {
-			s.cfg.Log.Warn("runtime calls in flight not ended", "err", err)
+		after = func() {
+			if err := s.objs.RaiseRuntimeGeneration(); err != nil {
+				s.cfg.Log.Warn("runtime calls in flight not ended", "err", err)
+			}
 		}
 	}
+	s.closer.close(gone, after, func(err error) { s.cfg.Log.Warn("twin probes not all detached", "pid", t.pid, "err", err) })
 }
 
 // settleTwins keeps the group's links of the layer that times it, in

@@ -203,6 +203,7 @@ func TestTwinWindows(t *testing.T) {
 	var gen0, gen1 uint64
 	objs.RtGen.Get(&gen0)
 	s.countTwins(call("cudaMemcpyAsync", seen, twinEvidence))
+	s.closer.wait() // the generation is raised once the runtime's links are closed
 	objs.RtGen.Get(&gen1)
 	if s.twinLayers[seen]["copies"] != twinDriver || len(rt.twins) != 0 {
 		t.Errorf("layer %v, runtime twins %v, want the driver's", s.twinLayers[seen]["copies"], rt.twins)
