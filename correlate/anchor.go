@@ -27,6 +27,14 @@ type Anchor struct {
 	inCluster map[key]bool
 }
 
+// MatchesDeviceCopies says whether device-to-device copies can be the
+// boundary's calls: such a job's copies must stay probed all the time
+// (probes/sampling.go probes them with the launches).
+func (a Anchor) MatchesDeviceCopies() bool {
+	k := a.m.key
+	return k.class == cudaapi.ClassCopy && (a.m.anyDir || k.dir == cudaapi.DirDtoD)
+}
+
 // token is one call of a thread, reduced to what boundary finding needs.
 type token struct {
 	k    key

@@ -104,6 +104,9 @@ type Step struct {
 	// and inference engine threads their own work.
 	OtherLaunches int `json:"other_launches"`
 
+	// Device-to-device copies are probed with the launches (probes/sampling.go):
+	// D2DBytes is complete, and the copies counted in Copies and CopyTime
+	// include them, only where LaunchesCounted.
 	CopyTime       float64 `json:"copy_time"` // host time inside copy calls
 	Copies         int     `json:"copies"`
 	H2DBytes       uint64  `json:"h2d_bytes"`

@@ -1,10 +1,13 @@
 package probes
 
 import (
+	"slices"
 	"time"
 
+	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
+	"github.com/gpuprof/gpuprof/cudaapi"
 	"github.com/gpuprof/gpuprof/events"
 )
 
@@ -13,12 +16,52 @@ import (
 // kernels pays more than 1% for that (measured on the H200 host), so once
 // the steps are known launches are counted only part of the time: the
 // launch probes are attached for On out of every Period. Calls stay probed
-// all the time. Marker events tell the correlator when counts are complete.
+// all the time, but for device-to-device copies (below). Marker events tell
+// the correlator when counts are complete.
 type launchSampler struct {
 	enabled    bool
 	period, on time.Duration
 	off        bool      // launch probes detached now
 	since      time.Time // when the current phase began
+}
+
+// Device-to-device copies at the driver are probed with the launches, part
+// of the time once steps are found: they are no phase of a step (the host
+// never waits for one on a stream), and DDP's gradient buckets make ~140 a
+// step on the autograd thread of each H200 rank, the largest share of its
+// probe traps. A step's device-to-device bytes are then complete only where
+// its launches are (Step.LaunchesCounted). A job whose step boundary is a
+// device-to-device copy keeps every launch counted (the caller does not
+// sample it). With launch counting off (--no-launches) they stay with the
+// other calls.
+
+// sampledCall says whether a call probe of a library of layer is attached
+// with the launch probes, launch counting being on.
+func sampledCall(p Probe, layer cudaapi.Layer) bool {
+	return layer == cudaapi.LayerDriver && p.API.Class == cudaapi.ClassCopy && p.API.Dir == cudaapi.DirDtoD
+}
+
+// splitSampled separates the probes attached with the launch probes
+// (launches, and sampled calls while launches are counted) from the rest.
+func splitSampled(lp LibraryPlan, launches bool) (calls, sampled LibraryPlan) {
+	calls, sampled = lp, lp
+	calls.Probes, sampled.Probes = nil, nil
+	for _, p := range lp.Probes {
+		switch {
+		case slices.Contains(p.Programs(), ProgLaunch), launches && sampledCall(p, lp.Layer):
+			sampled.Probes = append(sampled.Probes, p)
+		default:
+			calls.Probes = append(calls.Probes, p)
+		}
+	}
+	return calls, sampled
+}
+
+// attachSampled attaches a library's probes that go with the launch
+// probes.
+func (s *Session) attachSampled(pid int, lp LibraryPlan) ([]link.Link, error) {
+	_, sampled := splitSampled(lp, s.cfg.Launches)
+	return attachPrograms(s.objs, pid, sampled, slices.Concat([]Program{ProgLaunch}, callPrograms)...)
 }
 
 // SampleLaunches starts counting pid's launches only on of every period;
@@ -94,7 +137,7 @@ func (s *Session) switchLaunches(pid int, off bool, libs []*attachedLib) events.
 			l.launch = nil
 			continue
 		}
-		links, err := attachPrograms(s.objs, pid, l.plan, ProgLaunch)
+		links, err := s.attachSampled(pid, l.plan)
 		if err != nil {
 			s.cfg.Log.Warn("reattach launch probes", "pid", pid, "file", l.plan.File.Path, "err", err)
 			continue

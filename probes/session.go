@@ -92,7 +92,7 @@ type target struct {
 type attachedLib struct {
 	plan   LibraryPlan
 	links  []link.Link            // calls and the loader hook
-	launch []link.Link            // launch counting, attached only while launches are sampled
+	launch []link.Link            // launch counting and sampled calls (sampling.go), attached only while launches are counted
 	twins  map[string][]link.Link // calls the runtime and driver share, by group, until decided (twins.go)
 }
 
@@ -264,7 +264,8 @@ func (s *Session) scan(t *target) ([]LibraryPlan, error) {
 			return added, err
 		}
 		lp.PID = t.pid
-		rest, twins := splitTwins(lp)
+		calls, _ := splitSampled(lp, s.cfg.Launches)
+		rest, twins := splitTwins(calls)
 		links, err := attachPrograms(s.objs, t.pid, rest, slices.Concat(callPrograms, []Program{ProgLibLoad})...)
 		if err != nil {
 			return added, err
@@ -274,7 +275,7 @@ func (s *Session) scan(t *target) ([]LibraryPlan, error) {
 			return added, err
 		}
 		if s.launchesOn(t) {
-			if lib.launch, err = attachPrograms(s.objs, t.pid, lp, ProgLaunch); err != nil {
+			if lib.launch, err = s.attachSampled(t.pid, lp); err != nil {
 				lib.close()
 				return added, err
 			}

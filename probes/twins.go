@@ -111,14 +111,17 @@ type twinTally struct {
 // twinCounts are one process's tallies by twin group; nil once decided.
 type twinCounts map[string]*twinTally
 
-// count notes a call event for its process's twin decisions.
-func (c twinCounts) count(ev *events.Event) {
+// count notes a call event for its process's twin decisions. With
+// sampledD2D, device-to-device copies count at neither layer: the driver's
+// are probed with the launches (sampling.go), part of the time, in no
+// twin group.
+func (c twinCounts) count(ev *events.Event, sampledD2D bool) {
 	a, ok := cudaapi.ByID(ev.API)
 	if !ok {
 		return
 	}
 	g := twinGroup(a)
-	if g == "" {
+	if g == "" || sampledD2D && a.Class == cudaapi.ClassCopy && ev.Dir() == cudaapi.DirDtoD {
 		return
 	}
 	n := c[g]
@@ -160,12 +163,13 @@ func twinVerdict(n twinTally, seen uint64, undirected bool) twinLayer {
 }
 
 // twinsSeen sums a process's driver twins by group, and says whether a
-// copy twin carried no direction.
-func twinsSeen(hits map[uint16]uint64) (seen map[string]uint64, undirected bool) {
+// copy twin carried no direction; with sampledD2D, leaving out the
+// device-to-device copies (count).
+func twinsSeen(hits map[uint16]uint64, sampledD2D bool) (seen map[string]uint64, undirected bool) {
 	seen = map[string]uint64{}
 	for id, n := range hits {
 		a, ok := cudaapi.ByID(id)
-		if !ok || n == 0 {
+		if !ok || n == 0 || sampledD2D && a.Class == cudaapi.ClassCopy && a.Dir == cudaapi.DirDtoD {
 			continue
 		}
 		seen[twinGroup(a)] += n
@@ -194,7 +198,7 @@ func (s *Session) decideTwins(t *target) {
 		s.cfg.Log.Warn("twin counts not read: both layers stay probed", "pid", t.pid, "err", err)
 		return
 	}
-	seen, undirected := twinsSeen(hits)
+	seen, undirected := twinsSeen(hits, s.cfg.Launches)
 	var gone []link.Link
 	raise := false
 	s.mu.Lock()
@@ -306,7 +310,7 @@ func (s *Session) countTwins(batch []events.Event) {
 		if c == nil {
 			continue
 		}
-		c.count(ev)
+		c.count(ev, s.cfg.Launches)
 		if t := s.targets[int(ev.PID)]; t != nil {
 			due[t] = true
 		}

@@ -192,7 +192,7 @@ func TestTwinWindows(t *testing.T) {
 	// The driver was seen under every runtime copy, with their directions.
 	const seen = setup + 1
 	rt, _ := fake(seen)
-	a, _ := cudaapi.ByName("cuMemcpyDtoDAsync_v2")
+	a, _ := cudaapi.ByName("cuMemcpyHtoDAsync_v2")
 	perCPU := make([]uint64, ebpf.MustPossibleCPU())
 	perCPU[0] = twinEvidence
 	objs := s.Objects()

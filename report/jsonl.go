@@ -22,6 +22,9 @@ type stepRecord struct {
 	Launches      *int `json:"launches,omitempty"`
 	GraphLaunches *int `json:"graph_launches,omitempty"`
 	OtherLaunches *int `json:"other_launches,omitempty"`
+	// Device-to-device bytes likewise: those copies are probed with the
+	// launches.
+	D2DBytes *uint64 `json:"d2d_bytes,omitempty"`
 	// Waits are absent where Python waits are not probed, data_time where
 	// nothing marked the end of the data phase.
 	DispatchWait *float64 `json:"dispatch_wait,omitempty"`
@@ -62,6 +65,7 @@ func (j *JSONL) Write(s correlate.Step) error {
 	}
 	if s.LaunchesCounted {
 		r.Launches, r.GraphLaunches, r.OtherLaunches = &s.Launches, &s.GraphLaunches, &s.OtherLaunches
+		r.D2DBytes = &s.D2DBytes
 	}
 	if s.WaitsObserved {
 		r.DispatchWait, r.DataWait, r.LockWait, r.GILWait, r.IOWait = &s.DispatchWait, &s.DataWait, &s.LockWait, &s.GILWait, &s.IOWait

@@ -150,7 +150,9 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	// Once steps are found, launches need counting only part of the time.
 	st.onAnchor = func(first bool, a correlate.Anchor) {
 		sess.SetStepThread(int(a.PID), a.TID)
-		if first && f.launchDuty < 1 {
+		// A job whose boundary is a device-to-device copy keeps them, and
+		// so the launches, probed all the time.
+		if first && f.launchDuty < 1 && !a.MatchesDeviceCopies() {
 			period, on := launchCycle(f.launchDuty)
 			sess.SampleLaunches(int(a.PID), period, on)
 		}

@@ -33,7 +33,8 @@
 	X(cudaMemcpyAsync) X(cudaMalloc) X(cudaFree) X(cudaMallocHost)
 #define DRIVER_FUNCS(X)                                                                     \
 	X(cuInit) X(cuModuleGetFunction) X(cuLaunchKernel) X(cuLaunchKernelEx)              \
-	X(cuStreamCreate) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventRecord)
+	X(cuStreamCreate) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventRecord)          \
+	X(cuMemcpyDtoDAsync_v2)
 
 static struct {
 #define FIELD(name) __typeof__(&name) name;
@@ -136,6 +137,17 @@ static int loop_cudaEventElapsedTime(long n)
 
 /* Each copy queues 2 us of simulated transfer on `stream` that nobody waits
  * for: an asynchronous copy returns at once whatever the queue holds. */
+/* A device-to-device copy straight to the driver (DDP's gradient buckets). */
+static int loop_cuMemcpyDtoDAsync_v2(long n)
+{
+	int bad = 0;
+
+	while (n-- > 0)
+		bad |= cu.cuMemcpyDtoDAsync_v2((CUdeviceptr)dev_buf, (CUdeviceptr)dev_buf, COPY_BYTES,
+					       stream);
+	return bad;
+}
+
 static int loop_cudaMemcpyAsync(long n)
 {
 	int bad = 0;
@@ -183,6 +195,7 @@ static const struct bench {
 	{"cuEventRecord", loop_cuEventRecord},
 	{"cudaEventElapsedTime", loop_cudaEventElapsedTime},
 	{"cudaMemcpyAsync", loop_cudaMemcpyAsync},
+	{"cuMemcpyDtoDAsync_v2", loop_cuMemcpyDtoDAsync_v2},
 	{"cudaMalloc", loop_cudaMalloc},
 };
 

@@ -1,0 +1,23 @@
+package correlate
+
+import (
+	"testing"
+
+	"github.com/gpuprof/gpuprof/cudaapi"
+)
+
+func TestMatchesDeviceCopies(t *testing.T) {
+	for _, c := range []struct {
+		m    matcher
+		want bool
+	}{
+		{matcher{key: key{class: cudaapi.ClassCopy, dir: cudaapi.DirDtoD}}, true},
+		{matcher{key: key{class: cudaapi.ClassCopy, dir: cudaapi.DirHtoD}, anyDir: true}, true},
+		{matcher{key: key{class: cudaapi.ClassCopy, dir: cudaapi.DirDtoH}}, false},
+		{matcher{key: key{class: cudaapi.ClassElapsed}}, false},
+	} {
+		if got := (Anchor{m: c.m}).MatchesDeviceCopies(); got != c.want {
+			t.Errorf("%v: %v, want %v", c.m, got, c.want)
+		}
+	}
+}
