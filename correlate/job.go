@@ -143,6 +143,14 @@ func DiagnoseJob(runs []ProcessRun) (Job, bool) {
 // other step together.
 const lockstepTie = 0.05
 
+// StragglerSkew is the least Skew that names a straggler: below it the
+// ranks are balanced, and the one with the most work (a step's own time
+// varies by a few percent from rank to rank) is no finding.
+const StragglerSkew = 0.05
+
+// Straggler says whether the slowest process is slow enough to name.
+func (j Job) Straggler() bool { return j.Skew >= StragglerSkew }
+
 // ownStraggler is, of processes in lockstep, the one with the most work of
 // its own a step, and that over the median of the others'.
 func ownStraggler(ps []ProcessPace) (uint32, float64) {

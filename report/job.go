@@ -58,11 +58,19 @@ func WriteJob(w io.Writer, j correlate.Job) {
 	if slowest.Ranked {
 		who = fmt.Sprintf("rank %d (PID %d)", slowest.Rank, j.Slowest)
 	}
-	if j.Lockstep {
+	switch {
+	case j.Lockstep && j.Straggler():
 		fmt.Fprintf(w, "lockstep: the processes step at one pace, waiting for each other in their syncs; straggler: %s, "+
 			"%.0f%% more work of its own a step (step less sync) than the others' median\n", who, 100*j.Skew)
-	} else {
+	case j.Lockstep:
+		fmt.Fprintf(w, "lockstep: the processes step at one pace, waiting for each other in their syncs; no straggler: "+
+			"the most work of its own a step (%s) is %.1f%% over the others' median, under %.0f%%\n", who, 100*j.Skew, 100*correlate.StragglerSkew)
+	default:
 		fmt.Fprintf(w, "slowest: %s, %.0f%% longer a step than the fastest\n", who, 100*j.Skew)
+	}
+	if j.Lockstep && !j.Straggler() {
+		fmt.Fprintf(w, "job bottleneck (balanced ranks, the busiest's): %s\n", j.Verdict.Bottleneck)
+		return
 	}
 	fmt.Fprintf(w, "job bottleneck (the straggler's: ranks that step together move at its pace): %s\n", j.Verdict.Bottleneck)
 }

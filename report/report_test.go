@@ -116,3 +116,24 @@ func TestLiveFollowsTraining(t *testing.T) {
 		t.Errorf("no I from the engine process's iterations:\n%s", out)
 	}
 }
+
+// TestStragglerNamedOnlyWhenSlow: ranks in lockstep within a few percent of
+// each other's own work have no straggler; one 30% over is named.
+func TestStragglerNamedOnlyWhenSlow(t *testing.T) {
+	j := correlate.Job{Lockstep: true, Slowest: 11, Processes: []correlate.ProcessPace{
+		{PID: 10, Rank: 0, Ranked: true}, {PID: 11, Rank: 1, Ranked: true}}}
+	for _, c := range []struct {
+		skew float64
+		want string
+	}{
+		{0.004, "no straggler: the most work of its own a step (rank 1 (PID 11)) is 0.4% over the others' median, under 5%"},
+		{0.30, "straggler: rank 1 (PID 11), 30% more work of its own a step"},
+	} {
+		j.Skew = c.skew
+		var b strings.Builder
+		WriteJob(&b, j)
+		if !strings.Contains(b.String(), c.want) {
+			t.Errorf("skew %.3f:\n%s\nwant %q", c.skew, b.String(), c.want)
+		}
+	}
+}

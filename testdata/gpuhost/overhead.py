@@ -19,6 +19,11 @@ side of it, which cancels a pipeline that speeds up or slows down over the
 run; the median of those ratios is the result, with a 95% bootstrap interval.
 The same statistic taken between "off" windows alone is printed as the run's
 noise floor: an "on" result inside it is no measurable slowdown.
+The steady part also gives each field of the truth log on/off (period,
+step_time, compute_time, data_time, dispatch_wait), so that a slowdown is
+placed in the GPU's work, the step's own CPU or the data phase. --save FILE
+keeps the ratios, and overhead_pool.py pools those of several runs (one
+10-minute device call holds ~10 alternations; a 1% claim needs more).
 
 A configuration whose flags are just "@idle" runs `sleep` for the window
 instead of gpuprof: the same "on" window with nothing attached, which
@@ -59,6 +64,7 @@ ap.add_argument("--gpuprof-cpus", default=os.environ.get("GPUPROF_CPUS", ""))
 ap.add_argument("--job-cpus", default="")
 ap.add_argument("--job", default="", help="a job command line instead of spec_pipeline.py; {out}: a directory for its truth files")
 ap.add_argument("--truth", default="truth.jsonl", help="with --job: the truth file in {out} whose steps are counted")
+ap.add_argument("--save", default="", help="write each configuration's steady on/off ratios here (JSON), for overhead_pool.py")
 ap.add_argument("--learn", type=float, default=3.0, help="seconds of each on window left out of 'steady' (gpuprof finding the steps)")
 args, extra = ap.parse_known_args()
 configs = [(c.split("=", 1)[0], c.split("=", 1)[1].split() if "=" in c else []) for c in args.config]
@@ -225,6 +231,23 @@ finally:
 rows = [json.loads(l) for l in open(truth)]
 
 
+FIELDS = ("period", "step_time", "compute_time", "data_time", "dispatch_wait")
+
+
+def field_medians(sel):
+    """Medians of the truth's fields over a window's steps; period is the
+    time from one step's start to the next's."""
+    out = {}
+    for f in FIELDS[1:]:
+        xs = [r[f] for r in sel if isinstance(r.get(f), (int, float))]
+        if xs:
+            out[f] = statistics.median(xs)
+    starts = sorted(r["t_start_ns"] for r in sel if "t_start_ns" in r)
+    if len(starts) > 2:
+        out["period"] = statistics.median(b - a for a, b in zip(starts, starts[1:])) / 1e9
+    return out
+
+
 def measure(skip_on):
     stats = []
     for name, a, b, cpu, own, _ in spans:
@@ -232,8 +255,22 @@ def measure(skip_on):
         sel = [r for r in rows if a <= r["t_end_ns"] < b]
         rate = len(sel) / ((b - a) / 1e9)
         st = statistics.median(r["step_time"] for r in sel) if sel else float("nan")
-        stats.append((name, rate, st))
+        stats.append((name, rate, st, field_medians(sel)))
     return stats
+
+
+def field_ratios(stats, name, field):
+    """Each on window's field median over its off neighbours' mean, and the
+    difference in seconds."""
+    out = []
+    for i, x in enumerate(stats):
+        if x[0] != name or i == 0 or i + 1 >= len(stats):
+            continue
+        v, l, r = x[3].get(field), stats[i - 1][3].get(field), stats[i + 1][3].get(field)
+        if v is None or l is None or r is None or l + r == 0:
+            continue
+        out.append((v / ((l + r) / 2), v - (l + r) / 2))
+    return out
 
 
 def ratios(stats, name, col):
@@ -267,6 +304,7 @@ for (name, a, b, (user, sys_, switches), own, _), (_, rate, st) in zip(spans, me
     gp = f"  gpuprof cpu {own / wall * 100:5.1f}%" if name != "off" else ""
     print(f"{name:>10s} {rate:8.2f} steps/s  median step_time {st * 1e3:7.3f} ms  "
           f"job cpu user {user / wall:5.2f} sys {sys_ / wall:5.2f} cores  {switches / wall:8.0f} switches/s{gp}")
+saved = {}
 for label, skip in (("whole", 0.5), ("steady", LEARN)):
     if secs - skip < 1.5:
         continue
@@ -280,6 +318,26 @@ for label, skip in (("whole", 0.5), ("steady", LEARN)):
         print(f"mode {args.mode} {name} [{label}]: step rate on/off {r:.4f} ({pct(r)}, 95% CI {pct(lo)}..{pct(hi)}, "
               f"mean {pct(statistics.mean(rr))}, n={len(rr)}); step_time on/off {s:.4f} ({pct(s)})")
         print(f"  each {' '.join(pct(x) for x in rr)}")
+        if label == "steady":
+            # Where a slower step's time went: each field of the truth log
+            # on/off, and by how much in ms (the period is the step rate's
+            # inverse; step_time + the get and data phase make it up).
+            for name, flags in configs:
+                parts = []
+                for f in FIELDS:
+                    fr = field_ratios(stats, name, f)
+                    if len(fr) < 2:
+                        continue
+                    rr = [x for x, _ in fr]
+                    lo, hi = ci(rr)
+                    parts.append(f"{f} {pct(statistics.median(rr))} ({pct(lo)}..{pct(hi)}, "
+                                 f"{statistics.median(d for _, d in fr) * 1e3:+.3f} ms)")
+                if parts:
+                    print(f"  {name} fields on/off [steady]: " + "; ".join(parts))
+            saved[name] = {"rate": ratios(stats, name, 1),
+                           "fields": {f: [x for x, _ in field_ratios(stats, name, f)] for f in FIELDS}}
+            offs = [x for x in stats if x[0] == "off"]
+            saved["@floor"] = {"rate": [offs[i][1] / ((offs[i - 1][1] + offs[i + 1][1]) / 2) for i in range(1, len(offs) - 1)]}
     # Against the @idle control: each alternation's on/off ratio over the
     # control's in the same alternation, which takes out whatever the
     # alternation itself does (a window that runs a command, the "steady"
@@ -328,3 +386,6 @@ elif LEARN < secs - 0.5:
     for col, what in ((1, "CPU a step"), (2, "context switches a step")):
         print_floor(stats, col, f" of {what}")
     print("  " + "  ".join(f"{n} {c:.2f} ms {w:.0f} sw" for n, c, w in stats))
+if args.save:
+    with open(args.save, "w") as f:
+        json.dump({"mode": args.mode, "seconds": secs, "learn": LEARN, "configs": saved}, f)

@@ -1,0 +1,42 @@
+"""Pools the steady on/off ratios that overhead.py --save wrote in several
+runs (of one build and one job), and prints each configuration's step
+rate and truth fields on/off over all their windows, with 95% bootstrap
+intervals of the median, next to the pooled noise floor.
+
+  python3 testdata/gpuhost/overhead_pool.py RUN.json...
+"""
+import json, random, statistics, sys
+
+
+def ci(xs, n=4000):
+    rnd = random.Random(1)
+    meds = sorted(statistics.median(rnd.choices(xs, k=len(xs))) for _ in range(n))
+    return meds[int(0.025 * n)], meds[int(0.975 * n)]
+
+
+def pct(x):
+    return f"{100 * (x - 1):+.2f}%"
+
+
+def line(what, xs):
+    lo, hi = ci(xs)
+    return f"{what} {pct(statistics.median(xs))} (95% CI {pct(lo)}..{pct(hi)}, mean {pct(statistics.mean(xs))}, n={len(xs)})"
+
+
+runs = [json.load(open(p)) for p in sys.argv[1:]]
+if not runs:
+    sys.exit("usage: overhead_pool.py RUN.json... (written by overhead.py --save)")
+names = sorted({n for r in runs for n in r["configs"]})
+for name in names:
+    rate = [x for r in runs for x in r["configs"].get(name, {}).get("rate", [])]
+    if len(rate) < 2:
+        continue
+    label = "noise floor (off vs off)" if name == "@floor" else name
+    print(f"{label}: step rate on/off {line('', rate).strip()} over {len(runs)} runs")
+    fields = {}
+    for r in runs:
+        for f, xs in r["configs"].get(name, {}).get("fields", {}).items():
+            fields.setdefault(f, []).extend(xs)
+    for f, xs in fields.items():
+        if len(xs) >= 2:
+            print(f"  {line(f, xs)}")
