@@ -60,6 +60,10 @@ func TestDeviceCopiesGoWithLaunches(t *testing.T) {
 	d2d, _ := cudaapi.ByName("cuMemcpyDtoDAsync_v2")
 	var mu sync.Mutex
 	copies, paused := 0, false
+	// The sink must see the events of one thread and the markers in End
+	// order across batches: a marker reaches it with the events about it.
+	var lastEnd uint64
+	outOfOrder := 0
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -68,6 +72,10 @@ func TestDeviceCopiesGoWithLaunches(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			for _, ev := range batch {
+				if ev.End < lastEnd {
+					outOfOrder++
+				}
+				lastEnd = max(lastEnd, ev.End)
 				switch {
 				case ev.Kind == events.KindCall && ev.API == d2d.ID:
 					copies++
@@ -105,6 +113,15 @@ func TestDeviceCopiesGoWithLaunches(t *testing.T) {
 	if n := count(100); n != 100 {
 		t.Fatalf("%d copies reported with launches counted in full, want 100", n)
 	}
+	// Launch counting pauses while the process is copying, so that the
+	// marker falls among its copies.
+	burst := make(chan struct{})
+	go func() {
+		defer close(burst)
+		fmt.Fprintf(h.in, "%d\n", 300000)
+		h.out.ReadString('\n')
+	}()
+	time.Sleep(50 * time.Millisecond)
 	s.SampleLaunches(pid, time.Hour, time.Millisecond)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -119,13 +136,18 @@ func TestDeviceCopiesGoWithLaunches(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	<-burst
 	s.closer.wait()
+	before := count(0)
 	calls(100)
-	if n := count(200); n != 100 {
-		t.Errorf("%d copies reported, %d with launch counting paused; want none then", n, n-100)
+	if n := count(before + 100); n != before {
+		t.Errorf("%d copies reported with launch counting paused, want none", n-before)
 	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run: %v", err)
+	}
+	if outOfOrder > 0 {
+		t.Errorf("%d events reached the sink before an event that ended earlier", outOfOrder)
 	}
 }

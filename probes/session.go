@@ -1,10 +1,12 @@
 package probes
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"slices"
 	"sync"
@@ -396,7 +398,7 @@ var ErrTargetsExited = errors.New("every target process exited")
 // targets have exited, re-reading the targets' maps when the loader reports
 // a change and every Rescan interval.
 func (s *Session) Run(ctx context.Context, sink Sink) error {
-	var batch []events.Event
+	var batch, heldBack []events.Event
 	var pooled []uint32
 	if s.drain == nil {
 		s.drain = newDrainer(s.reader, s.cfg.Poll)
@@ -440,10 +442,15 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 		if s.poolLearners.Load() > 0 {
 			s.expirePoolLearning(time.Now())
 		}
+		// Events after a marker not yet due wait with it (heldBack), so
+		// that the sink sees every event in End order, markers included.
 		s.mu.Lock()
-		batch = s.dueMarksLocked(batch, emptied)
+		batch, cut := s.dueMarksLocked(append(batch, heldBack...), emptied)
 		s.mu.Unlock()
 		slices.SortStableFunc(batch, events.CompareEnd)
+		i, _ := slices.BinarySearchFunc(batch, cut, func(e events.Event, cut uint64) int { return cmp.Compare(e.End, cut) })
+		heldBack = append(heldBack[:0], batch[i:]...)
+		batch = batch[:i]
 		attached := s.rescan(rescan)
 		attached = append(attached, s.followChildren()...)
 		attached = append(attached, s.followNamed()...)
@@ -466,13 +473,29 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 				continue
 			}
 			if emptied >= drainedAt+2 {
+				s.flushHeld(sink, heldBack)
 				return ErrTargetsExited
 			}
 		}
 		if ctx.Err() != nil {
+			s.flushHeld(sink, heldBack)
 			return nil
 		}
 	}
+}
+
+// flushHeld hands the sink what Run still holds as it returns: the events
+// held back and every marker, due or not.
+func (s *Session) flushHeld(sink Sink, held []events.Event) {
+	s.mu.Lock()
+	batch, _ := s.dueMarksLocked(held, math.MaxUint64)
+	s.mu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	slices.SortStableFunc(batch, events.CompareEnd)
+	s.stats.Events += uint64(len(batch))
+	sink(batch, nil)
 }
 
 // heldMark is an event gpuprof makes itself (a marker, a pool reading),
@@ -495,20 +518,23 @@ func (s *Session) addMarksLocked(evs ...events.Event) {
 	}
 }
 
-// dueMarksLocked moves the markers due at emptied empty reads into batch.
-// Under mu.
-func (s *Session) dueMarksLocked(batch []events.Event, emptied uint64) []events.Event {
+// dueMarksLocked moves the markers due at emptied empty reads into batch,
+// and returns the earliest End of those not yet due (the events from
+// which on must wait for them), MaxUint64 if none. Under mu.
+func (s *Session) dueMarksLocked(batch []events.Event, emptied uint64) ([]events.Event, uint64) {
 	kept := s.marks[:0]
+	cut := uint64(math.MaxUint64)
 	for _, m := range s.marks {
 		if m.due <= emptied {
 			batch = append(batch, m.ev)
 		} else {
 			kept = append(kept, m)
+			cut = min(cut, m.ev.End)
 		}
 	}
 	clear(s.marks[len(kept):])
 	s.marks = kept
-	return batch
+	return batch, cut
 }
 
 // namePyWait names a Python wait's frames and notes the wait for the
