@@ -299,7 +299,7 @@ def pct(x):
     return f"{100 * (x - 1):+.2f}%"
 
 
-for (name, a, b, (user, sys_, switches), own, _), (_, rate, st) in zip(spans, measure(0.5)):
+for (name, a, b, (user, sys_, switches), own, _), (_, rate, st, _) in zip(spans, measure(0.5)):
     wall = (b - a) / 1e9
     gp = f"  gpuprof cpu {own / wall * 100:5.1f}%" if name != "off" else ""
     print(f"{name:>10s} {rate:8.2f} steps/s  median step_time {st * 1e3:7.3f} ms  "
@@ -322,22 +322,21 @@ for label, skip in (("whole", 0.5), ("steady", LEARN)):
             # Where a slower step's time went: each field of the truth log
             # on/off, and by how much in ms (the period is the step rate's
             # inverse; step_time + the get and data phase make it up).
-            for name, flags in configs:
-                parts = []
-                for f in FIELDS:
-                    fr = field_ratios(stats, name, f)
-                    if len(fr) < 2:
-                        continue
-                    rr = [x for x, _ in fr]
-                    lo, hi = ci(rr)
-                    parts.append(f"{f} {pct(statistics.median(rr))} ({pct(lo)}..{pct(hi)}, "
-                                 f"{statistics.median(d for _, d in fr) * 1e3:+.3f} ms)")
-                if parts:
-                    print(f"  {name} fields on/off [steady]: " + "; ".join(parts))
-            saved[name] = {"rate": ratios(stats, name, 1),
-                           "fields": {f: [x for x, _ in field_ratios(stats, name, f)] for f in FIELDS}}
-            offs = [x for x in stats if x[0] == "off"]
-            saved["@floor"] = {"rate": [offs[i][1] / ((offs[i - 1][1] + offs[i + 1][1]) / 2) for i in range(1, len(offs) - 1)]}
+            parts = []
+            for f in FIELDS:
+                fr = field_ratios(stats, name, f)
+                if len(fr) < 2:
+                    continue
+                xs = [x for x, _ in fr]
+                flo, fhi = ci(xs)
+                parts.append(f"{f} {pct(statistics.median(xs))} ({pct(flo)}..{pct(fhi)}, "
+                             f"{statistics.median(d for _, d in fr) * 1e3:+.3f} ms)")
+            if parts:
+                print(f"  fields on/off: " + "; ".join(parts))
+            saved[name] = {"rate": rr, "fields": {f: [x for x, _ in field_ratios(stats, name, f)] for f in FIELDS}}
+    if label == "steady":
+        offs = [x for x in stats if x[0] == "off"]
+        saved["@floor"] = {"rate": [offs[i][1] / ((offs[i - 1][1] + offs[i + 1][1]) / 2) for i in range(1, len(offs) - 1)]}
     # Against the @idle control: each alternation's on/off ratio over the
     # control's in the same alternation, which takes out whatever the
     # alternation itself does (a window that runs a command, the "steady"
