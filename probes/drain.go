@@ -32,7 +32,7 @@ type drainer struct {
 	space   *sync.Cond // signalled as the loop takes the held events
 	held    []events.Event
 	libLoad bool  // a library load among the held events: rescan now
-	err     error // what ended reading, other than Close
+	err     error // what ended reading
 	stopped bool
 	// emptied counts the reads that found the ring buffer empty: the loop
 	// waits for two more to know that what was written before is held.
@@ -65,10 +65,7 @@ func (d *drainer) run() {
 		empty := errors.Is(err, os.ErrDeadlineExceeded)
 		switch {
 		case empty:
-		case errors.Is(err, os.ErrClosed):
-			d.hand(buf, libLoad, false, nil)
-			return
-		case err != nil:
+		case err != nil: // the reader closed (Session.Close), or worse: Run returns it
 			d.hand(buf, libLoad, false, err)
 			return
 		default:
