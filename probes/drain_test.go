@@ -11,11 +11,12 @@ import (
 	"github.com/gpuprof/gpuprof/events"
 )
 
-// TestSlowSinkLosesNothing stalls the event loop for 3 s (as closing links
+// TestSlowSinkLosesNothing stalls the event loop for 4 s (as closing links
 // or attaching to a library just loaded does) while the target makes
 // 100,000 probed calls, ~13 MB of events against a 4 MiB ring buffer: the
 // drainer holds them, and every one arrives.
 func TestSlowSinkLosesNothing(t *testing.T) {
+	const stall = 4 * time.Second
 	s := openSession(t)
 	h := startHitloop(t, "cuEventRecord")
 	if _, err := s.Attach(h.cmd.Process.Pid); err != nil {
@@ -43,7 +44,7 @@ func TestSlowSinkLosesNothing(t *testing.T) {
 			if n > 0 {
 				once.Do(func() {
 					close(stalled)
-					time.Sleep(3 * time.Second)
+					time.Sleep(stall)
 				})
 			}
 		})
@@ -60,9 +61,15 @@ func TestSlowSinkLosesNothing(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no event record reached the sink")
 	}
+	// 100,000 calls in chunks over ~2 s (~7 MB/s, 2.5 times the H200 DDP
+	// job's rate): what is tested is the loop's stall, not how fast the
+	// drainer decodes a burst (several times slower under -race).
 	start := time.Now()
-	calls(100000)
-	if d := time.Since(start); d > 2*time.Second {
+	for range 50 {
+		calls(2000)
+		time.Sleep(40 * time.Millisecond)
+	}
+	if d := time.Since(start); d > stall {
 		t.Logf("the calls took %v, longer than the stall: the test proves less", d)
 	}
 	want := 100010

@@ -83,6 +83,8 @@ func (s *Session) watchPythonCalls(t *target) {
 	if p == nil || p.Err != nil || s.cfg.NoPython {
 		return
 	}
+	t.pyMu.Lock()
+	defer t.pyMu.Unlock()
 	now := time.Now()
 	for _, u := range s.cfg.User {
 		module, qualname, ok := u.Python()
@@ -214,6 +216,8 @@ func (s *Session) watchWaitingThread(t *target, ev *events.Event) {
 	if t == nil {
 		return
 	}
+	t.pyMu.Lock()
+	defer t.pyMu.Unlock()
 	tid := int(ev.TID)
 	for _, w := range t.pyCalls {
 		if w.pending() {
@@ -380,6 +384,8 @@ func (s *Session) unwatchPythonCall(t *target, w *pyCallWatch) {
 
 // unwatchPythonCalls closes t's watchpoints and forgets their sites.
 func (s *Session) unwatchPythonCalls(t *target) {
+	t.pyMu.Lock()
+	defer t.pyMu.Unlock()
 	for _, w := range t.pyCalls {
 		s.unwatchPythonCall(t, w)
 	}

@@ -57,7 +57,7 @@ type Session struct {
 
 	mu           sync.Mutex
 	targets      map[int]*target
-	stats        Stats
+	delivered    atomic.Uint64 // events handed to the sink (Stats, from any goroutine)
 	closed       bool
 	lastChildren time.Time
 	follow       []int      // processes to attach to at the next poll (Follow)
@@ -79,6 +79,7 @@ type target struct {
 	python    *PythonPlan             // the interpreter, once found
 	sems      *SemaphorePlan          // libc's semaphore waits, once found
 	pyDone    bool                    // Python wait probes attached (or not to be)
+	pyMu      sync.Mutex              // pyCalls and waitedIn: attach and the event loop both reach them
 	pyCalls   map[uint16]*pyCallWatch // Python functions the user named, by probe (pycall.go)
 	waitedIn  map[uint64]map[int]bool // threads seen waiting in each code object (pycall.go)
 	pyMem     *pymem.Reader
@@ -400,9 +401,11 @@ var ErrTargetsExited = errors.New("every target process exited")
 func (s *Session) Run(ctx context.Context, sink Sink) error {
 	var batch, heldBack []events.Event
 	var pooled []uint32
+	s.mu.Lock() // Attach may add markers from another goroutine (addMarksLocked)
 	if s.drain == nil {
 		s.drain = newDrainer(s.reader, s.cfg.Poll)
 	}
+	s.mu.Unlock()
 	exiting := false
 	var drainedAt uint64 // the drainer's empty reads when the targets had all exited
 	if s.pools != nil && s.cfg.PoolInterval > 0 {
@@ -459,7 +462,7 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 			s.addMarksLocked(marks...)
 			s.mu.Unlock()
 		}
-		s.stats.Events += uint64(len(batch))
+		s.delivered.Add(uint64(len(batch)))
 		if len(batch) > 0 || len(attached) > 0 {
 			sink(batch, attached)
 		}
@@ -494,7 +497,7 @@ func (s *Session) flushHeld(sink Sink, held []events.Event) {
 		return
 	}
 	slices.SortStableFunc(batch, events.CompareEnd)
-	s.stats.Events += uint64(len(batch))
+	s.delivered.Add(uint64(len(batch)))
 	sink(batch, nil)
 }
 
@@ -695,9 +698,12 @@ func (s *Session) allExited() bool {
 
 // Stats returns the loss counters, summed over CPUs.
 func (s *Session) Stats() Stats {
-	st := s.stats
-	if s.drain != nil {
-		st.BadRecords = s.drain.bad.Load()
+	st := Stats{Events: s.delivered.Load()}
+	s.mu.Lock()
+	d := s.drain
+	s.mu.Unlock()
+	if d != nil {
+		st.BadRecords = d.bad.Load()
 	}
 	var vals []uint64
 	for i := uint32(0); i < bpf.NumStats; i++ {
@@ -795,8 +801,11 @@ func (s *Session) Close() error {
 	s.closed = true
 	var errs []error
 	errs = append(errs, s.reader.Close())
-	if s.drain != nil {
-		s.drain.stop()
+	s.mu.Lock()
+	d := s.drain
+	s.mu.Unlock()
+	if d != nil {
+		d.stop()
 	}
 	s.mu.Lock()
 	pids := make([]int, 0, len(s.targets))
