@@ -395,12 +395,16 @@ type Sink func(batch []events.Event, attached []LibraryPlan)
 // ErrTargetsExited is returned by Run when every target process has exited.
 var ErrTargetsExited = errors.New("every target process exited")
 
-// Run drains the ring buffer every Poll interval until ctx is done or all
-// targets have exited, re-reading the targets' maps when the loader reports
-// a change and every Rescan interval.
+// Run hands the sink the events the drainer read (drain.go), as they come
+// and at least every Poll interval, until ctx is done or all targets have
+// exited, re-reading the targets' maps when the loader reports a change
+// and every Rescan interval.
 func (s *Session) Run(ctx context.Context, sink Sink) error {
 	var batch, heldBack []events.Event
 	var pooled []uint32
+	var rescan bool
+	var emptied uint64
+	var err error
 	s.mu.Lock() // Attach may add markers from another goroutine (addMarksLocked)
 	if s.drain == nil {
 		s.drain = newDrainer(s.reader, s.cfg.Poll)
@@ -426,7 +430,7 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 		case <-ctx.Done():
 		}
 		poll.Reset(s.cfg.Poll)
-		batch, rescan, emptied, err := s.drain.take(batch[:0])
+		batch, rescan, emptied, err = s.drain.take(batch[:0])
 		if err != nil {
 			return fmt.Errorf("read ring buffer: %w", err)
 		}
@@ -448,7 +452,8 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 		// Events after a marker not yet due wait with it (heldBack), so
 		// that the sink sees every event in End order, markers included.
 		s.mu.Lock()
-		batch, cut := s.dueMarksLocked(append(batch, heldBack...), emptied)
+		var cut uint64
+		batch, cut = s.dueMarksLocked(append(batch, heldBack...), emptied)
 		s.mu.Unlock()
 		slices.SortStableFunc(batch, events.CompareEnd)
 		i, _ := slices.BinarySearchFunc(batch, cut, func(e events.Event, cut uint64) int { return cmp.Compare(e.End, cut) })
