@@ -44,17 +44,32 @@ func startHitloop(b testing.TB, symbol string) *hitloop {
 	return h
 }
 
+// calls makes the loop call its entry point n times, and returns the
+// mean ns a call it printed.
+func (h *hitloop) calls(n int) (string, error) {
+	fmt.Fprintf(h.in, "%d\n", n)
+	line, err := h.out.ReadString('\n')
+	return strings.TrimSpace(line), err
+}
+
+// mustCall is calls for the test's own goroutine.
+func (h *hitloop) mustCall(tb testing.TB, n int) {
+	tb.Helper()
+	if _, err := h.calls(n); err != nil {
+		tb.Fatal(err)
+	}
+}
+
 // nsPerCall is the fastest of three rounds of n calls.
 func (h *hitloop) nsPerCall(b *testing.B, n int) float64 {
 	b.Helper()
 	var rounds []float64
 	for range 3 {
-		fmt.Fprintf(h.in, "%d\n", n)
-		line, err := h.out.ReadString('\n')
+		line, err := h.calls(n)
 		if err != nil {
 			b.Fatal(err)
 		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(line), 64)
+		v, err := strconv.ParseFloat(line, 64)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -2,7 +2,6 @@ package probes
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -49,13 +48,7 @@ func TestSlowSinkLosesNothing(t *testing.T) {
 			}
 		})
 	}()
-	calls := func(n int) {
-		fmt.Fprintf(h.in, "%d\n", n)
-		if _, err := h.out.ReadString('\n'); err != nil {
-			t.Fatal(err)
-		}
-	}
-	calls(10)
+	h.mustCall(t, 10)
 	select {
 	case <-stalled:
 	case <-time.After(10 * time.Second):
@@ -66,7 +59,7 @@ func TestSlowSinkLosesNothing(t *testing.T) {
 	// drainer decodes a burst (several times slower under -race).
 	start := time.Now()
 	for range 50 {
-		calls(2000)
+		h.mustCall(t, 2000)
 		time.Sleep(40 * time.Millisecond)
 	}
 	if d := time.Since(start); d > stall {

@@ -85,12 +85,6 @@ func TestDeviceCopiesGoWithLaunches(t *testing.T) {
 			}
 		})
 	}()
-	calls := func(n int) {
-		fmt.Fprintf(h.in, "%d\n", n)
-		if _, err := h.out.ReadString('\n'); err != nil {
-			t.Fatal(err)
-		}
-	}
 	// count waits for the sink to have seen want copies, and a little
 	// longer for any more.
 	count := func(want int) int {
@@ -109,7 +103,7 @@ func TestDeviceCopiesGoWithLaunches(t *testing.T) {
 		defer mu.Unlock()
 		return copies
 	}
-	calls(100)
+	h.mustCall(t, 100)
 	if n := count(100); n != 100 {
 		t.Fatalf("%d copies reported with launches counted in full, want 100", n)
 	}
@@ -118,8 +112,7 @@ func TestDeviceCopiesGoWithLaunches(t *testing.T) {
 	burst := make(chan struct{})
 	go func() {
 		defer close(burst)
-		fmt.Fprintf(h.in, "%d\n", 300000)
-		h.out.ReadString('\n')
+		h.calls(300000)
 	}()
 	time.Sleep(50 * time.Millisecond)
 	s.SampleLaunches(pid, time.Hour, time.Millisecond)
@@ -139,7 +132,7 @@ func TestDeviceCopiesGoWithLaunches(t *testing.T) {
 	<-burst
 	s.closer.wait()
 	before := count(0)
-	calls(100)
+	h.mustCall(t, 100)
 	if n := count(before + 100); n != before {
 		t.Errorf("%d copies reported with launch counting paused, want none", n-before)
 	}

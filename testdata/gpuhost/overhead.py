@@ -259,22 +259,29 @@ def measure(skip_on):
     return stats
 
 
-def field_ratios(stats, name, field):
-    """Each on window's field median over its off neighbours' mean, and the
-    difference in seconds."""
+def on_off(stats, name, value):
+    """Each of name's windows against the mean of the "off" windows on
+    either side: (ratio, difference) of value(window), where all three
+    have one."""
     out = []
     for i, x in enumerate(stats):
         if x[0] != name or i == 0 or i + 1 >= len(stats):
             continue
-        v, l, r = x[3].get(field), stats[i - 1][3].get(field), stats[i + 1][3].get(field)
+        v, l, r = value(x), value(stats[i - 1]), value(stats[i + 1])
         if v is None or l is None or r is None or l + r == 0:
             continue
         out.append((v / ((l + r) / 2), v - (l + r) / 2))
     return out
 
 
+def field_ratios(stats, name, field):
+    """Each on window's truth field median on/off, and the difference in
+    seconds."""
+    return on_off(stats, name, lambda w: w[3].get(field))
+
+
 def ratios(stats, name, col):
-    return [x[col] / ((stats[i - 1][col] + stats[i + 1][col]) / 2) for i, x in enumerate(stats) if x[0] == name]
+    return [x for x, _ in on_off(stats, name, lambda w: w[col])]
 
 
 def ci(xs, n=2000):
