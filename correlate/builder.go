@@ -34,6 +34,13 @@ type builder struct {
 	// whether it is on now, complete whether it was on all through the
 	// current step.
 	counted, complete bool
+	// The Python wait probes may go with the launch probes (a marker's
+	// Args[0] 1): waitsOn whether they are attached now, waitsComplete
+	// whether they were all through the current step.
+	waitsOn, waitsComplete bool
+	needs                  waitNeeds
+	// lastSamples: the items the latest step that counted them took.
+	lastSamples int
 
 	// freshReading: the last elapsed-time reading that ended a step timed
 	// that step (its events were recorded after the step began). While
@@ -84,15 +91,23 @@ func (b *builder) elapsedBoundary(it *item, stepStart uint64) bool {
 	return true
 }
 
-func newBuilder(a Anchor, counted bool, batch int) *builder {
-	return &builder{anchor: a, byCalls: a.byCalls, counted: counted, complete: counted, batch: batch}
+func newBuilder(a Anchor, counted, waitsGated bool, batch int) *builder {
+	b := &builder{anchor: a, byCalls: a.byCalls, batch: batch}
+	b.launchProbes(counted, waitsGated)
+	b.complete, b.waitsComplete = counted, b.waitsOn
+	return b
 }
 
-// launchProbes notes launch counting switching on or off.
-func (b *builder) launchProbes(on bool) {
+// launchProbes notes launch counting switching on or off, and with waits
+// the Python wait probes with it (else they are attached all the time).
+func (b *builder) launchProbes(on, waits bool) {
 	b.counted = on
 	if !on {
 		b.complete = false
+	}
+	b.waitsOn = on || !waits
+	if !b.waitsOn {
+		b.waitsComplete = false
 	}
 }
 
@@ -194,6 +209,7 @@ func (b *builder) close() []Step {
 	b.infer, b.inferNext = b.inferNext, inferStats{}
 	b.started = true
 	b.complete = b.counted
+	b.waitsComplete = b.waitsOn
 	b.prevEnd = b.pendingEnd
 	b.cur = append(b.cur[:0], b.limbo...)
 	b.limbo = b.limbo[:0]
@@ -204,7 +220,7 @@ func (b *builder) close() []Step {
 // measure turns the current step's calls into a Step.
 func (b *builder) measure() Step {
 	s := Step{Index: b.index, PID: b.anchor.PID, TID: b.anchor.TID, StartNS: b.prevEnd, EndNS: b.pendingEnd,
-		OtherLaunches: b.others, LaunchesCounted: b.complete && !b.byCalls}
+		OtherLaunches: b.others, LaunchesCounted: b.complete && !b.byCalls, WaitKindsCounted: b.waitsObserved && b.waitsComplete}
 	s.WallTime = seconds(s.EndNS - s.StartNS)
 	var readings, waits []item
 	var writes [][2]uint64 // start, and end once the GIL is back
@@ -290,8 +306,14 @@ func (b *builder) measure() Step {
 	}
 	b.measureWaits(&s, waits, writes, dataEnd, firstCall)
 	batch := b.batch
-	if batch == 0 && s.SamplesMeasured {
-		batch = s.Samples
+	switch {
+	case batch > 0:
+	case s.SamplesMeasured:
+		batch, b.lastSamples = s.Samples, s.Samples
+	case !b.waitsComplete:
+		// Items are counted only while the waits are probed: a step
+		// between takes what the latest counted one did.
+		batch = b.lastSamples
 	}
 	if batch > 0 && s.StepTime > 0 {
 		s.TrainCapacity = float64(batch) / s.StepTime
@@ -342,7 +364,9 @@ func (b *builder) measurePool(s *Step, r poolRead) {
 		return
 	}
 	if r.gets != 0 && prev.gets != 0 {
-		if r.gets >= prev.gets {
+		// Counted at the interpreter's reads, which go with the launch
+		// probes where the waits do.
+		if r.gets >= prev.gets && b.waitsComplete {
 			s.Samples, s.SamplesMeasured = int(r.gets-prev.gets), true
 		}
 		return
@@ -372,9 +396,10 @@ func (b *builder) measureWaits(s *Step, waits []item, writes [][2]uint64, dataEn
 	if len(waits) > 0 && (firstAct == 0 || waits[0].ev.Start < firstAct) {
 		firstAct = waits[0].ev.Start
 	}
+	fromWrite := false // the lead-in ends at a write
 	for _, w := range writes {
 		if w[0] > begin && (firstAct == 0 || w[0] <= firstAct) {
-			begin = w[1]
+			begin, fromWrite = w[1], true
 			if firstAct != 0 {
 				begin = min(begin, firstAct)
 			}
@@ -382,9 +407,12 @@ func (b *builder) measureWaits(s *Step, waits []item, writes [][2]uint64, dataEn
 	}
 	if len(waits) > 0 && waits[0].wait == WaitDispatch && waits[0].ev.Start > begin &&
 		(firstCall == 0 || waits[0].ev.Start <= firstCall) {
-		begin = waits[0].ev.Start
+		begin, fromWrite = waits[0].ev.Start, false
 	}
 	s.LeadIn = seconds(begin - s.StartNS)
+	if s.WaitsObserved && b.waitsComplete {
+		b.needs.note(waits, fromWrite && begin != s.StartNS)
+	}
 	var dispatchBeforeData, covered uint64
 	longest := map[string]uint64{}
 	// A wait inside another (a semaphore wait inside a timed queue get,
@@ -420,6 +448,43 @@ func (b *builder) measureWaits(s *Step, waits []item, writes [][2]uint64, dataEn
 	if dataEnd > begin && dataEnd <= s.EndNS {
 		s.DataTime = seconds(dataEnd - begin - dispatchBeforeData)
 		s.DataMeasured = true
+	}
+}
+
+// waitNeeds is what the step thread's steps, those whose waits were
+// probed all through, need of the Python wait probes: the wait functions
+// it blocked in outside whole gets (waits inside one are part of the get,
+// which times them), and whether a lead-in ended at a write.
+type waitNeeds struct {
+	funcs  map[string]bool
+	writes bool
+	stable int // steps since the needs last grew
+}
+
+// note adds a step's waits (in start order).
+func (n *waitNeeds) note(waits []item, leadInAtWrite bool) {
+	grew := leadInAtWrite && !n.writes
+	n.writes = n.writes || leadInAtWrite
+	var gets [][2]uint64
+	for i := range waits {
+		e := &waits[i].ev
+		if waits[i].role == "get" {
+			gets = append(gets, [2]uint64{e.Start, e.End})
+			continue
+		}
+		if e.Kind != events.KindPyWait || n.funcs[e.Name] ||
+			slices.ContainsFunc(gets, func(g [2]uint64) bool { return g[0] <= e.Start && e.End <= g[1] }) {
+			continue
+		}
+		if n.funcs == nil {
+			n.funcs = map[string]bool{}
+		}
+		n.funcs[e.Name], grew = true, true
+	}
+	if grew {
+		n.stable = 0
+	} else {
+		n.stable++
 	}
 }
 

@@ -2,6 +2,7 @@ package correlate
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gpuprof/gpuprof/cudaapi"
 	"github.com/gpuprof/gpuprof/events"
@@ -107,6 +108,7 @@ type Correlator struct {
 	b       *builder
 
 	counted     bool   // launch probes attached now
+	waitsGated  bool   // the Python wait probes go with them (the latest marker's Args[0] 1)
 	waits       bool   // Python waits are probed
 	window      []item // recent events, for reviewing the boundary
 	lastReview  uint64
@@ -202,6 +204,30 @@ func (c *Correlator) ObserveWaits() {
 	}
 }
 
+// stableSteps is how many steps in a row, their waits probed all
+// through, must have needed nothing new of the Python wait probes for
+// WaitProbesNeeded to answer.
+const stableSteps = 8
+
+// WaitProbesNeeded says which Python wait probes the step thread's steps
+// need (ok once they have needed nothing new for stableSteps steps): the
+// wait functions it blocked in outside whole gets, by name, and whether a
+// step's lead-in ended at a write. The rest give no part of a step's time
+// and may go with the launch probes (probes.Session.SamplePythonWaits).
+// Not ok in a process whose inference engine threads' waits time their
+// iterations.
+func (c *Correlator) WaitProbesNeeded() (funcs []string, writes, ok bool) {
+	if c.b == nil || len(c.engines) > 0 || c.b.needs.stable < stableSteps {
+		return nil, false, false
+	}
+	n := &c.b.needs
+	for f := range n.funcs {
+		funcs = append(funcs, f)
+	}
+	slices.Sort(funcs)
+	return funcs, n.writes, true
+}
+
 // Anchor returns the step boundary in use, once found.
 func (c *Correlator) Anchor() (Anchor, bool) {
 	if c.b == nil {
@@ -217,19 +243,19 @@ func (c *Correlator) Add(e *events.Event) []Step {
 		c.addName(e)
 		return nil
 	case events.KindLaunchProbes:
-		c.counted = e.Out == 1
+		c.counted, c.waitsGated = e.Out == 1, e.Args[0] == 1
 		if c.counted {
 			c.countedSince, c.countedUntil = e.End, 0
 		} else if c.countedUntil == 0 {
 			c.countedUntil = e.End
 		}
 		if c.b != nil {
-			c.b.launchProbes(c.counted)
+			c.b.launchProbes(c.counted, c.waitsGated)
 		} else {
 			c.learnMarks = append(c.learnMarks, *e)
 		}
 		for _, en := range c.engines {
-			en.b.launchProbes(c.counted)
+			en.b.launchProbes(c.counted, c.waitsGated)
 		}
 		return nil
 	case events.KindPyAttached:
@@ -330,11 +356,11 @@ func (c *Correlator) tryLearn(final bool) []Step {
 	c.prop = nil
 	marks := c.learnMarks
 	c.learnMarks = nil
-	counted := true // launch counting at the buffer's start
+	counted, gated := true, false // launch counting at the buffer's start
 	for len(marks) > 0 && marks[0].End <= c.buf[0].ev.End {
-		counted, marks = marks[0].Out == 1, marks[1:]
+		counted, gated, marks = marks[0].Out == 1, marks[0].Args[0] == 1, marks[1:]
 	}
-	c.b = newBuilder(anchor, counted, c.cfg.BatchSize)
+	c.b = newBuilder(anchor, counted, gated, c.cfg.BatchSize)
 	c.b.waitsObserved = c.waits
 	for i := range c.buf {
 		c.noteCandidate(&c.buf[i])
@@ -343,13 +369,13 @@ func (c *Correlator) tryLearn(final bool) []Step {
 	var steps []Step
 	for i := range c.buf {
 		for len(marks) > 0 && marks[0].End <= c.buf[i].ev.End {
-			c.b.launchProbes(marks[0].Out == 1)
+			c.b.launchProbes(marks[0].Out == 1, marks[0].Args[0] == 1)
 			marks = marks[1:]
 		}
 		steps = append(steps, c.b.add(&c.buf[i])...)
 		c.toEngine(&c.buf[i])
 	}
-	c.b.launchProbes(c.counted)
+	c.b.launchProbes(c.counted, c.waitsGated)
 	c.window = append(c.window[:0], c.buf...)
 	c.lastReview = c.lastTry
 	c.buf = nil
@@ -403,7 +429,7 @@ func (c *Correlator) review(it *item) []Step {
 	}
 	steps := c.b.finish()
 	c.anchorTimes = false
-	nb := newBuilder(anchor, c.counted, c.cfg.BatchSize)
+	nb := newBuilder(anchor, c.counted, c.waitsGated, c.cfg.BatchSize)
 	nb.waitsObserved = c.waits
 	nb.index = c.b.index
 	c.b = nb

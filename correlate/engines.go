@@ -80,7 +80,7 @@ func (c *Correlator) learnEngines(items []item) {
 			continue
 		}
 		a := anchorFor(th, cand, engineTier, cfg)
-		b := newBuilder(a, c.counted, 0)
+		b := newBuilder(a, c.counted, c.waitsGated, 0)
 		b.waitsObserved = c.waits
 		c.engines[id] = &engineThread{b: b, Engine: Engine{PID: th.pid, TID: th.tid, Boundary: a.Calls}}
 	}

@@ -1,6 +1,7 @@
 package correlate
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/gpuprof/gpuprof/events"
@@ -71,6 +72,95 @@ func TestWholeGetTakesItsWaitsKind(t *testing.T) {
 				if data > 0 && s.DataTime < data {
 					t.Errorf("step %d: data_time %.6f, less than its get's %.6f", s.Index, s.DataTime, data)
 				}
+			}
+		})
+	}
+}
+
+// TestWaitsGoWithLaunchProbes: a loop whose every wait lies inside the
+// whole gets that open its steps needs none of the Python wait probes
+// (WaitProbesNeeded), which may then go with the launch probes. Steps
+// while they are off keep their dispatch wait (the gets time it) and lose
+// only the kinds of wait. A wait outside the gets (a sleep before the get)
+// needs its function's probe.
+func TestWaitsGoWithLaunchProbes(t *testing.T) {
+	const get = 0x8000
+	pool := []events.PyFrame{{Func: "Connection.recv_bytes", File: "/usr/lib/python3.12/multiprocessing/connection.py"},
+		{Func: "Queue.get", File: "/usr/lib/python3.12/multiprocessing/queues.py"}, {Func: "train", File: "train.py"}}
+	sleep := []events.PyFrame{{Func: "train", File: "train.py"}}
+	cfg := Config{User: map[uint16]UserProbe{get: {Role: "get", Name: "multiprocessing.queues:Queue.get"}}}
+	for _, tc := range []struct {
+		name    string
+		sleeps  bool // each step sleeps before its get
+		needs   string
+		offFrom int // the marker that pauses the waits (with the launches), before this iteration
+	}{
+		{"waits inside gets", false, "[] false true", 40},
+		{"a sleep outside", true, "[clock_nanosleep] false true", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newThread(100, 101, 0)
+			tr.evs = append(tr.evs, events.Event{Kind: events.KindPyAttached, PID: 100})
+			waitsOn := true
+			var offAt, onAt uint64
+			for i := range 70 {
+				if tc.offFrom > 0 && (i == tc.offFrom || i == tc.offFrom+10) {
+					waitsOn = i != tc.offFrom
+					mark := events.Event{Kind: events.KindLaunchProbes, PID: 100, Start: tr.t, End: tr.t, Args: [5]uint64{1}}
+					if waitsOn {
+						mark.Out, onAt = 1, tr.t
+					} else {
+						offAt = tr.t
+					}
+					tr.evs = append(tr.evs, mark)
+				}
+				if tc.sleeps {
+					tr.evs = append(tr.evs, events.Event{Kind: events.KindPyWait, PID: 100, TID: 101, Start: tr.t, End: tr.t + 200*us,
+						Frames: sleep, Name: "clock_nanosleep"})
+					tr.t += 200 * us
+				}
+				start := tr.t
+				tr.idle(30 * us)
+				if waitsOn {
+					tr.evs = append(tr.evs, events.Event{Kind: events.KindPyWait, PID: 100, TID: 101, Start: tr.t, End: tr.t + 2*ms, Frames: pool})
+				}
+				tr.idle(2*ms + 40*us)
+				tr.evs = append(tr.evs, events.Event{Kind: events.KindCall, API: get, PID: 100, TID: 101, Start: start, End: tr.t})
+				tr.idle(300 * us)
+				tr.call(t, "cudaMemcpyAsync", 20*us, 0xa000, 0xb000, 1<<20, 1, 0)
+				if waitsOn {
+					tr.launch(30, 10*us)
+				} else {
+					tr.idle(300 * us)
+				}
+				tr.call(t, "cudaStreamSynchronize", ms, 0)
+			}
+			c, steps := run(t, cfg, tr.evs)
+			funcs, writes, ok := c.WaitProbesNeeded()
+			if got := fmt.Sprint(funcs, writes, ok); got != tc.needs {
+				t.Fatalf("WaitProbesNeeded %s, want %s", got, tc.needs)
+			}
+			if len(steps) < 60 {
+				t.Fatalf("%d steps", len(steps))
+			}
+			uncounted := 0
+			for _, s := range steps {
+				// A step is measured once the next one's work begins: one
+				// that ended just before the pause may count as paused too,
+				// never the other way round.
+				paused := offAt != 0 && s.EndNS > offAt && s.StartNS < onAt
+				if !s.WaitKindsCounted {
+					uncounted++
+				}
+				if paused && s.WaitKindsCounted {
+					t.Errorf("step %d (%d-%d, waits paused %d-%d): wait kinds counted", s.Index, s.StartNS, s.EndNS, offAt, onAt)
+				}
+				if !tc.sleeps {
+					within(t, "dispatch_wait", s.DispatchWait, 2.07e-3, 1e-9)
+				}
+			}
+			if want := 10 * min(tc.offFrom, 1); uncounted < want || uncounted > want+3 {
+				t.Errorf("%d steps without their kinds of wait, want the %d of the pause and at most 3 more", uncounted, want)
 			}
 		})
 	}

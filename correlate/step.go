@@ -44,6 +44,11 @@ type Step struct {
 	// the awaited lock was free: other Python threads held it.
 	GILWait  float64 `json:"gil_wait"`
 	WaitedOn string  `json:"waited_on,omitempty"`
+	// WaitKindsCounted says the Python waits were probed all through the
+	// step: where they go with the launch probes (probes/sampling.go) the
+	// dispatch wait is still whole (the gets time it) but the data, lock,
+	// I/O, full and GIL waits are only known in such steps.
+	WaitKindsCounted bool `json:"-"`
 	// LeadIn is the time from the previous boundary to a dispatch wait
 	// that opens the step: the loop's bookkeeping between steps, neither
 	// waiting nor working on this step.

@@ -245,10 +245,16 @@ func loadBias(procRoot string, pid int, mf MappedFile) (uint64, error) {
 	return 0, fmt.Errorf("%s has no load segment", mf.Path)
 }
 
+// pyProbeSet is a set of Python wait probes by name: wait functions
+// (WaitFunc's names), "gil" (the condition waits taking the GIL back) and
+// "write".
+type pyProbeSet = map[string]bool
+
 // attachPython tells the BPF programs where the interpreter's frames are
 // and puts the wait probes on libc's semaphore waits and the
-// interpreter's reads and writes.
-func attachPython(objs *bpf.Objects, p *PythonPlan, sems SemaphorePlan) ([]link.Link, error) {
+// interpreter's reads and writes: those named in only (by WaitFunc's
+// names, "gil" and "write"), or not named in except, or all.
+func attachPython(objs *bpf.Objects, p *PythonPlan, sems SemaphorePlan, only, except pyProbeSet) ([]link.Link, error) {
 	pid := uint32(p.PID)
 	if err := objs.Python.Put(pid, p.layout()); err != nil {
 		return nil, fmt.Errorf("set Python layout for PID %d: %w", p.PID, err)
@@ -260,15 +266,20 @@ func attachPython(objs *bpf.Objects, p *PythonPlan, sems SemaphorePlan) ([]link.
 		return []Probe{*pr}
 	}
 	var links []link.Link
+	chosen := func(name string) bool {
+		return (only == nil || only[name]) && !except[name]
+	}
 	for _, set := range []struct {
 		file       MappedFile
 		probes     []Probe
 		entry, ret *ebpf.Program
 		what       string
-	}{{sems.File, sems.Probes, objs.PyLockEntry, objs.PyLockReturn, "semaphore wait"},
-		{sems.File, sems.GIL, objs.GilEntry, objs.GilReturn, "GIL wait"},
-		{p.File, opt(p.Read), objs.PyLockEntry, objs.PyLockReturn, "read wait"},
-		{p.File, opt(p.Write), objs.IoWrite, nil, "write"}} {
+		name       func(Probe) string // its name for only and except
+	}{{sems.File, sems.Probes, objs.PyLockEntry, objs.PyLockReturn, "semaphore wait", func(pr Probe) string { return WaitFunc(pr.API.ID) }},
+		{sems.File, sems.GIL, objs.GilEntry, objs.GilReturn, "GIL wait", func(Probe) string { return "gil" }},
+		{p.File, opt(p.Read), objs.PyLockEntry, objs.PyLockReturn, "read wait", func(Probe) string { return "read" }},
+		{p.File, opt(p.Write), objs.IoWrite, nil, "write", func(Probe) string { return "write" }}} {
+		set.probes = slices.DeleteFunc(slices.Clone(set.probes), func(pr Probe) bool { return !chosen(set.name(pr)) })
 		if len(set.probes) == 0 {
 			continue
 		}

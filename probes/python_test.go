@@ -1,12 +1,14 @@
 package probes
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -243,5 +245,113 @@ func TestWholeGetsWatchOnlyWaitingThreads(t *testing.T) {
 	}
 	if gets < 50 {
 		t.Errorf("%d gets timed in a second of ~100, want the watched thread's gets timed", gets)
+	}
+}
+
+// TestPythonWaitsGoWithLaunchProbes: once told (SamplePythonWaits), a
+// process's Python wait probes are detached and attached again with its
+// launch probes, the markers saying so (Args[0] 1), but for those it is
+// told to keep: the producer thread's sleeps go on being seen.
+// KeepPythonWaits puts them all back for good.
+func TestPythonWaitsGoWithLaunchProbes(t *testing.T) {
+	testenv.RequireRoot(t)
+	python, ok := testenv.Pythons(t)["pyenv-3.12"]
+	if !ok {
+		testenv.Skip(t, "needs pyenv's 3.12")
+	}
+	s := openSession(t)
+	script := filepath.Join(testenv.Root(), "testdata", "python", "queue_waits.py")
+	// A get blocking ~20 ms, for ~8 s.
+	cmd := exec.Command(python, script, "400", "0.02", "0.3", filepath.Join(t.TempDir(), "waits.jsonl"))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	time.Sleep(200 * time.Millisecond)
+	pid := cmd.Process.Pid
+	if _, err := s.Attach(pid); err != nil {
+		t.Fatal(err)
+	}
+	c := &collector{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, c.sink) }()
+	time.Sleep(500 * time.Millisecond)
+	keep := []string{"clock_nanosleep"}
+	if s.SamplePythonWaits(pid, keep, false) {
+		t.Fatal("Python waits sampled before the launches are")
+	}
+	const period, on, settle = 600 * time.Millisecond, 150 * time.Millisecond, 250 * time.Millisecond
+	s.SampleLaunches(pid, period, on)
+	if !s.SamplePythonWaits(pid, keep, false) {
+		t.Fatal("SamplePythonWaits: false")
+	}
+	time.Sleep(3 * period)
+	if !s.KeepPythonWaits(pid) {
+		t.Fatal("KeepPythonWaits: false")
+	}
+	kept := monotonicNow()
+	time.Sleep(2 * period)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var marks []events.Event
+	var waits, sleeps []uint64 // the consumer's waits' starts, the producer's sleeps'
+	for _, e := range c.evs {
+		switch {
+		case e.Kind == events.KindLaunchProbes && e.PID == uint32(pid):
+			marks = append(marks, e)
+		case e.Kind == events.KindPyWait && e.TID == uint32(pid):
+			waits = append(waits, e.Start)
+		case e.Kind == events.KindPyWait && e.Name == "clock_nanosleep":
+			sleeps = append(sleeps, e.Start)
+		}
+	}
+	// Off stretches: from an off marker (with the waits) to the next marker.
+	offs := 0
+	for i, m := range marks {
+		if m.Out != 0 || m.Args[0] != 1 || i+1 == len(marks) {
+			continue
+		}
+		offs++
+		from, to := m.End+uint64(settle), marks[i+1].End // the links close in the background
+		seen := 0
+		for _, w := range waits {
+			if w >= from && w < to {
+				t.Errorf("a wait began %v into a pause of the wait probes", time.Duration(w-m.End))
+			}
+		}
+		for _, w := range sleeps {
+			if w >= from && w < to {
+				seen++
+			}
+		}
+		if seen == 0 {
+			t.Errorf("no sleep seen in a pause of the wait probes (%v): they were to be kept", time.Duration(to-from))
+		}
+	}
+	if offs < 2 {
+		t.Fatalf("%d pauses of the wait probes in %d markers, want 2 or more", offs, len(marks))
+	}
+	if last := marks[len(marks)-1]; last.Args[0] != 0 {
+		t.Errorf("last marker %+v: want the waits probed for good (Args[0] 0)", last)
+	}
+	// Kept: waits seen all along, no gap of a pause.
+	var after []uint64
+	for _, w := range waits {
+		if w > kept {
+			after = append(after, w)
+		}
+	}
+	slices.Sort(after)
+	if len(after) < 40 {
+		t.Fatalf("%d waits in the %v after the probes were kept, want ~60", len(after), 2*period)
+	}
+	for i := 1; i < len(after); i++ {
+		if gap := time.Duration(after[i] - after[i-1]); gap > on {
+			t.Errorf("%v without a wait after the probes were kept", gap)
+		}
 	}
 }

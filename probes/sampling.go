@@ -23,6 +23,8 @@ type launchSampler struct {
 	period, on time.Duration
 	off        bool      // launch probes detached now
 	since      time.Time // when the current phase began
+	// waits: the Python wait probes go with the launch probes (below).
+	waits bool
 }
 
 // Device-to-device copies at the driver are probed with the launches, part
@@ -35,10 +37,35 @@ type launchSampler struct {
 // sample it). With launch counting off (--no-launches) they stay with the
 // other calls.
 
+// Python's wait probes can go with them too. Waits inside a whole get (a
+// multiprocessing queue's, timed by its watchpoints) are no part of a
+// step's time but through the get: a training thread whose every wait
+// sits inside one needs them only for what a get waited on inside (the
+// descriptor from the engine, the pipe, the GIL) and the items taken, and
+// on the H200 host they are ~100 traps a step a rank (reads, writes,
+// recvmsg, and every thread's condition waits for the GIL). Other
+// threads' waits are no part of any step's time at all: an engine's
+// resource-sharer thread serving the ranks' descriptors traps in reads,
+// writes and the GIL at each of their gets. So once the steps show which
+// wait functions the step thread blocks in outside its gets (correlate's
+// WaitProbesNeeded), those stay attached, with the GIL's and the writes
+// where needed, and the rest go with the launch probes. The markers then
+// say so (Args[0] 1): a step's kinds of wait count as complete only where
+// every wait probe was attached all through it.
+
+// Kernel lookups (cuKernelGetFunction) name launched kernels, and torch's
+// runtime makes one before many launches (~17 a step on the autograd
+// thread of each H200 rank): they go with the launch probes they name.
+
 // sampledCall says whether a call probe of a library of layer is attached
 // with the launch probes, launch counting being on.
 func sampledCall(p Probe, layer cudaapi.Layer) bool {
-	return layer == cudaapi.LayerDriver && p.API.Class == cudaapi.ClassCopy && p.API.Dir == cudaapi.DirDtoD
+	if layer != cudaapi.LayerDriver {
+		return false
+	}
+	a := p.API
+	return a.Class == cudaapi.ClassCopy && a.Dir == cudaapi.DirDtoD ||
+		a.Class == cudaapi.ClassKernelName && a.Name == "cuKernelGetFunction"
 }
 
 // splitSampled separates the probes attached with the launch probes
@@ -80,6 +107,108 @@ func (s *Session) SampleLaunches(pid int, period, on time.Duration) {
 	}
 }
 
+// SamplePythonWaits makes pid's Python wait probes go with its launch
+// probes from their next switch on, but for the wait functions its step
+// thread blocks in outside its gets (keep, by WaitFunc's names), the GIL's
+// with them, and the writes with writes: those stay attached. False where
+// its launches are not sampled, or it has no Python wait probes.
+func (s *Session) SamplePythonWaits(pid int, keep []string, writes bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.targets[pid]
+	if t == nil || !t.sampler.enabled || t.sampler.waits || t.pyLinks == nil {
+		return false
+	}
+	t.pyKeep = pyProbeSet{}
+	for _, name := range keep {
+		t.pyKeep[name] = true
+	}
+	if len(keep) > 0 {
+		t.pyKeep["gil"] = true // the tails of those waits
+	}
+	if writes {
+		t.pyKeep["write"] = true
+	}
+	t.sampler.waits = true
+	return true
+}
+
+// KeepPythonWaits attaches pid's Python wait probes for good, where they
+// went with its launch probes (a step needed one of those); false if they
+// did not. The marker says the waits are probed from then on.
+func (s *Session) KeepPythonWaits(pid int) bool {
+	s.mu.Lock()
+	t := s.targets[pid]
+	if t == nil || !t.sampler.waits {
+		s.mu.Unlock()
+		return false
+	}
+	t.sampler.waits = false
+	s.mu.Unlock()
+	s.resumePythonWaits(t)
+	// Stamped once they are in place, launch counting as it was.
+	now := monotonicNow()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	mark := events.Event{Kind: events.KindLaunchProbes, PID: uint32(t.pid), Start: now, End: now}
+	if !t.sampler.off {
+		mark.Out = 1
+	}
+	s.addMarksLocked(mark)
+	return true
+}
+
+// pausePythonWaits detaches t's Python wait probes but those kept. The
+// first time, it attaches the kept ones apart first: for a moment both
+// report them, which a step counts once (waits inside waits).
+func (s *Session) pausePythonWaits(t *target) {
+	s.mu.Lock()
+	keep, kept := t.pyKeep, t.pyKept != nil
+	s.mu.Unlock()
+	if !kept && len(keep) > 0 {
+		links, err := attachPython(s.objs, t.python, *t.sems, keep, nil)
+		if err != nil {
+			s.cfg.Log.Warn("attach the Python wait probes kept", "pid", t.pid, "err", err)
+			return // all stay attached
+		}
+		s.mu.Lock()
+		t.pyKept = links
+		s.mu.Unlock()
+	}
+	s.mu.Lock()
+	links := t.pyLinks
+	t.pyLinks = nil
+	s.mu.Unlock()
+	s.closer.close(links, nil, func(err error) { s.cfg.Log.Warn("Python wait probes not all detached", "pid", t.pid, "err", err) })
+}
+
+// resumePythonWaits attaches t's Python wait probes again, but those kept
+// attached; nothing if they are attached.
+func (s *Session) resumePythonWaits(t *target) {
+	s.mu.Lock()
+	attached, except := t.pyLinks != nil, pyProbeSet(nil)
+	if t.pyKept != nil {
+		except = t.pyKeep
+	}
+	s.mu.Unlock()
+	if attached {
+		return
+	}
+	links, err := attachPython(s.objs, t.python, *t.sems, nil, except)
+	if err != nil {
+		s.cfg.Log.Warn("reattach Python wait probes", "pid", t.pid, "err", err)
+		return
+	}
+	s.mu.Lock()
+	if t.exited || s.targets[t.pid] != t {
+		s.mu.Unlock()
+		closeLinks(links)
+		return
+	}
+	t.pyLinks = links
+	s.mu.Unlock()
+}
+
 // launchesOn reports whether t's launches are being counted now.
 func (s *Session) launchesOn(t *target) bool {
 	s.mu.Lock()
@@ -91,9 +220,10 @@ func (s *Session) launchesOn(t *target) bool {
 // and returns the marker events that say so, one a switched target.
 func (s *Session) sampleLaunches(now time.Time) []events.Event {
 	type switched struct {
-		pid  int
-		off  bool // probes going off (else on)
-		libs []*attachedLib
+		t     *target
+		off   bool // probes going off (else on)
+		waits bool // the Python wait probes too
+		libs  []*attachedLib
 	}
 	var due []switched
 	s.mu.Lock()
@@ -107,7 +237,7 @@ func (s *Session) sampleLaunches(now time.Time) []events.Event {
 			continue
 		}
 		sp.since, sp.off = now, !sp.off
-		sw := switched{pid: t.pid, off: sp.off}
+		sw := switched{t: t, off: sp.off, waits: sp.waits}
 		for _, l := range t.libs {
 			sw.libs = append(sw.libs, l)
 		}
@@ -116,20 +246,30 @@ func (s *Session) sampleLaunches(now time.Time) []events.Event {
 	s.mu.Unlock()
 	var marks []events.Event
 	for _, sw := range due {
-		marks = append(marks, s.switchLaunches(sw.pid, sw.off, sw.libs))
+		marks = append(marks, s.switchLaunches(sw.t, sw.off, sw.waits, sw.libs))
 	}
 	return marks
 }
 
 // switchLaunches attaches (or, off, detaches) a target's launch probes in
-// libs and returns the marker.
-func (s *Session) switchLaunches(pid int, off bool, libs []*attachedLib) events.Event {
+// libs, and with waits its Python wait probes, and returns the marker.
+func (s *Session) switchLaunches(t *target, off, waits bool, libs []*attachedLib) events.Event {
+	pid := t.pid
 	// The marker must bracket the probes conservatively: "off" is stamped
 	// before the probes go, "on" once they are all in place, so that no
 	// event inside an "on" stretch misses launches.
 	mark := events.Event{Kind: events.KindLaunchProbes, PID: uint32(pid)}
+	if waits {
+		mark.Args[0] = 1
+	}
 	if off {
 		mark.End = monotonicNow()
+	}
+	switch {
+	case waits && off:
+		s.pausePythonWaits(t)
+	case waits:
+		s.resumePythonWaits(t)
 	}
 	for _, l := range libs {
 		if off {

@@ -27,16 +27,17 @@ func TestSplitSampled(t *testing.T) {
 		return out
 	}
 	driver := LibraryPlan{Layer: cudaapi.LayerDriver, Probes: []Probe{probe("cuLaunchKernel"), probe("cuMemcpyDtoDAsync_v2"),
-		probe("cuMemcpyDtoD_v2"), probe("cuMemcpyHtoDAsync_v2"), probe("cuEventRecord")}}
+		probe("cuMemcpyDtoD_v2"), probe("cuMemcpyHtoDAsync_v2"), probe("cuEventRecord"), probe("cuKernelGetFunction"),
+		probe("cuLibraryGetKernel")}}
 	calls, sampled := splitSampled(driver, true)
-	if got := fmt.Sprint(names(sampled)); got != "[cuLaunchKernel cuMemcpyDtoDAsync_v2 cuMemcpyDtoD_v2]" {
-		t.Errorf("driver, launches counted: sampled %s, want the launch and the device-to-device copies", got)
+	if got := fmt.Sprint(names(sampled)); got != "[cuLaunchKernel cuMemcpyDtoDAsync_v2 cuMemcpyDtoD_v2 cuKernelGetFunction]" {
+		t.Errorf("driver, launches counted: sampled %s, want the launch, the device-to-device copies and the kernel lookups", got)
 	}
-	if got := fmt.Sprint(names(calls)); got != "[cuMemcpyHtoDAsync_v2 cuEventRecord]" {
+	if got := fmt.Sprint(names(calls)); got != "[cuMemcpyHtoDAsync_v2 cuEventRecord cuLibraryGetKernel]" {
 		t.Errorf("driver, launches counted: calls %s", got)
 	}
 	calls, sampled = splitSampled(driver, false)
-	if got := fmt.Sprint(names(sampled)); got != "[cuLaunchKernel]" || len(calls.Probes) != 4 {
+	if got := fmt.Sprint(names(sampled)); got != "[cuLaunchKernel]" || len(calls.Probes) != 6 {
 		t.Errorf("driver, --no-launches: sampled %s, calls %v; want the copies with the calls", got, names(calls))
 	}
 	// The runtime's one copy entry point carries every direction: it stays.

@@ -90,6 +90,12 @@ type target struct {
 	exited    bool
 	cudaReady bool
 	sampler   launchSampler // launch counting part of the time (sampling.go)
+	// pyLinks are the Python wait probes (libc's waits, the GIL, the
+	// interpreter's reads and writes), nil while paused; once they go with
+	// the launch probes, those the step thread needs outside its gets
+	// (pyKeep) are pyKept, attached all the time (sampling.go).
+	pyLinks, pyKept []link.Link
+	pyKeep          pyProbeSet
 }
 
 type attachedLib struct {
@@ -374,13 +380,13 @@ func (s *Session) attachPythonWaits(t *target) (*LibraryPlan, error) {
 	if p.Err != nil || s.cfg.NoPython {
 		return lp, nil
 	}
-	links, err := attachPython(s.objs, p, *t.sems)
+	links, err := attachPython(s.objs, p, *t.sems, nil, nil)
 	if err != nil {
 		return nil, err
 	}
 	now := monotonicNow()
 	s.mu.Lock()
-	t.libs[t.sems.File.Key()].links = links
+	t.pyLinks = links
 	s.addMarksLocked(events.Event{Kind: events.KindPyAttached, PID: uint32(t.pid), Start: now, End: now})
 	s.mu.Unlock()
 	s.startPoolLearning(t.pid, time.Now())
@@ -788,6 +794,10 @@ func (s *Session) Detach(pid int) error {
 	for _, l := range t.libs {
 		errs = append(errs, l.close())
 	}
+	s.mu.Lock()
+	errs = append(errs, closeLinks(t.pyLinks), closeLinks(t.pyKept))
+	t.pyLinks, t.pyKept = nil, nil
+	s.mu.Unlock()
 	s.unwatchPythonCalls(t)
 	if t.python != nil {
 		s.objs.Python.Delete(uint32(pid))

@@ -25,13 +25,16 @@ type stepRecord struct {
 	// Device-to-device bytes likewise: those copies are probed with the
 	// launches.
 	D2DBytes *uint64 `json:"d2d_bytes,omitempty"`
-	// Waits are absent where Python waits are not probed, data_time where
-	// nothing marked the end of the data phase.
+	// Waits are absent where Python waits are not probed, the kinds of
+	// wait also where those probes went with the launch probes and were
+	// not attached all through the step (the gets still time the dispatch
+	// wait); data_time where nothing marked the end of the data phase.
 	DispatchWait *float64 `json:"dispatch_wait,omitempty"`
 	DataWait     *float64 `json:"data_wait,omitempty"`
 	LockWait     *float64 `json:"lock_wait,omitempty"`
 	GILWait      *float64 `json:"gil_wait,omitempty"`
 	IOWait       *float64 `json:"io_wait,omitempty"`
+	FullWait     *float64 `json:"full_wait,omitempty"`
 	DataTime     *float64 `json:"data_time,omitempty"`
 	// pool and samples are absent where they were not read.
 	Pool    *int `json:"pool,omitempty"`
@@ -68,7 +71,10 @@ func (j *JSONL) Write(s correlate.Step) error {
 		r.D2DBytes = &s.D2DBytes
 	}
 	if s.WaitsObserved {
-		r.DispatchWait, r.DataWait, r.LockWait, r.GILWait, r.IOWait = &s.DispatchWait, &s.DataWait, &s.LockWait, &s.GILWait, &s.IOWait
+		r.DispatchWait = &s.DispatchWait
+	}
+	if s.WaitKindsCounted {
+		r.DataWait, r.LockWait, r.GILWait, r.IOWait, r.FullWait = &s.DataWait, &s.LockWait, &s.GILWait, &s.IOWait, &s.FullWait
 	}
 	if s.DataMeasured {
 		r.DataTime = &s.DataTime

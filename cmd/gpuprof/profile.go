@@ -157,6 +157,23 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 			sess.SampleLaunches(int(a.PID), period, on)
 		}
 	}
+	// The Python wait probes a process's steps need (its step thread's
+	// waits outside whole gets) stay; the rest go with its launch probes.
+	// A step that needs more brings them all back for good.
+	sampledWaits, kept := map[uint32]bool{}, map[uint32]bool{}
+	st.onWaits = func(pid uint32, funcs []string, writes, ok bool) {
+		switch {
+		case kept[pid]:
+		case !sampledWaits[pid]:
+			if ok && sess.SamplePythonWaits(int(pid), funcs, writes) {
+				sampledWaits[pid] = true
+				slog.Debug("Python wait probes go with the launch probes", "pid", pid, "kept", funcs, "writes kept", writes)
+			}
+		case sess.KeepPythonWaits(int(pid)):
+			kept[pid] = true
+			slog.Info("Python wait probes kept attached: a step waited where they had been paused", "pid", pid, "needs", funcs, "writes", writes)
+		}
+	}
 	var trace *events.TraceWriter
 	if f.record != "" {
 		h := events.TraceHeader{Version: version, NoLaunchCounts: f.noLaunches}

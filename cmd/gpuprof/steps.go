@@ -25,15 +25,19 @@ type stepper struct {
 	// onAnchor is called when a process's step boundary is first found or
 	// moves.
 	onAnchor func(first bool, a correlate.Anchor)
-	err      error
+	// onWaits is called when what a process's steps need of the Python
+	// wait probes changes (correlate.Correlator.WaitProbesNeeded).
+	onWaits func(pid uint32, funcs []string, writes, ok bool)
+	err     error
 	// ranks are the processes' ranks in a distributed job (KindProcess).
 	ranks map[uint32]int
 }
 
 // procSteps is one process's steps.
 type procSteps struct {
-	corr   *correlate.Correlator
-	anchor correlate.Anchor
+	corr      *correlate.Correlator
+	anchor    correlate.Anchor
+	waitNeeds string // corr.WaitProbesNeeded as onWaits was last told
 }
 
 func newStepper(f *profileFlags, live *report.Live) (*stepper, error) {
@@ -116,6 +120,13 @@ func (s *stepper) add(e *events.Event) {
 		s.live.Note(fmt.Sprintf("PID %d: step boundary: %s on thread %d (%s)", a.PID, a.Calls, a.TID, a.Reason))
 		if s.onAnchor != nil {
 			s.onAnchor(first, a)
+		}
+	}
+	if len(steps) > 0 && s.onWaits != nil {
+		funcs, writes, ok := p.corr.WaitProbesNeeded()
+		if key := fmt.Sprint(funcs, writes, ok); key != p.waitNeeds {
+			p.waitNeeds = key
+			s.onWaits(e.PID, funcs, writes, ok)
 		}
 	}
 	s.emit(steps)

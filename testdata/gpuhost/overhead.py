@@ -10,7 +10,12 @@ the window. With several --config, the "on" windows take them in turn
 (off, A, off, B, off, A, ...), each ALTERNATIONS times, so that every
 configuration is measured in the same run under the same conditions.
 Each window leaves out 0.5 s at both ends (attach, detach) and reports the
-truth file's steps ending in it per second, and their median step_time.
+step rate of the truth file's steps ending in it (their count less one
+over the time from the first's end to the last's: no rounding to whole
+steps), and their median step_time. --off-seconds gives the "off" windows
+a length of their own: the "on" ones must hold --learn, the "off" ones
+need not, and shorter windows follow the job's drift closer and make more
+alternations in a device call.
 "Steady" leaves out the first --learn seconds (default 3) of each "on" window as well:
 while gpuprof finds the step boundary it counts every kernel launch, then
 only --launch-duty of the time; a long-running attach is in that state.
@@ -59,6 +64,7 @@ ap.add_argument("gpuprof")
 ap.add_argument("mode")
 ap.add_argument("alternations", nargs="?", type=int, default=5)
 ap.add_argument("seconds", nargs="?", type=float, default=5.0)
+ap.add_argument("--off-seconds", type=float, default=0, help="length of the off windows (default: SECONDS)")
 ap.add_argument("--config", action="append", default=[], help="NAME=ATTACH FLAGS (repeat)")
 ap.add_argument("--gpuprof-cpus", default=os.environ.get("GPUPROF_CPUS", ""))
 ap.add_argument("--job-cpus", default="")
@@ -71,6 +77,7 @@ configs = [(c.split("=", 1)[0], c.split("=", 1)[1].split() if "=" in c else []) 
 if not configs:
     configs = [(" ".join(extra) or "default", extra)]
 secs, LEARN = args.seconds, args.learn
+off_secs = args.off_seconds or secs
 tick = os.sysconf("SC_CLK_TCK")
 tmp = tempfile.mkdtemp()
 truth = os.path.join(tmp, args.truth)
@@ -176,7 +183,7 @@ def stop(signum, frame):
 # are measured, and the job (its own session: timeout does not reach it)
 # is killed rather than left running.
 signal.signal(signal.SIGTERM, stop)
-print(f"{windows} windows of {secs:g} s, ~{windows * (secs + 1):.0f} s once the job has trained 100 steps",
+print(f"{windows} windows of {secs:g} s (off {off_secs:g} s), ~{(windows // 2) * (secs + 1) + (windows // 2 + 1) * off_secs:.0f} s once the job has trained 100 steps",
       file=sys.stderr, flush=True)
 deadline = time.monotonic() + 120
 while lines() < 100 and time.monotonic() < deadline and pipe.poll() is None:
@@ -189,21 +196,22 @@ logger = truth_proc()
 
 
 def window(name, flags):
+    secs_ = secs if flags is not None else off_secs
     t0, c0, g0 = time.monotonic_ns(), job_cpu(), children_cpu()
     r = None
     if flags == ["@idle"]:
-        r = subprocess.Popen(pin_gpuprof + ["sleep", str(secs)])
+        r = subprocess.Popen(pin_gpuprof + ["sleep", str(secs_)])
     elif flags is not None:
-        r = subprocess.Popen(pin_gpuprof + [args.gpuprof, "attach", "--pid", str(pipe.pid), "-d", f"{secs}s", "-q"] + flags,
+        r = subprocess.Popen(pin_gpuprof + [args.gpuprof, "attach", "--pid", str(pipe.pid), "-d", f"{secs_}s", "-q"] + flags,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     # The truth process's CPU and switches over the steady part of the
-    # window: from --learn s in to 0.5 s before its end.
+    # window: from --learn s in (an off window: 0.5 s) to 0.5 s before its end.
     samples = []
-    for at in (LEARN, secs - 0.5):
+    for at in (LEARN if flags is not None else 0.5, secs_ - 0.5):
         time.sleep(max(0.0, t0 / 1e9 + at - time.monotonic_ns() / 1e9))
         samples.append(proc_cpu(logger))
     if r is None:
-        time.sleep(max(0.0, t0 / 1e9 + secs - time.monotonic_ns() / 1e9))
+        time.sleep(max(0.0, t0 / 1e9 + secs_ - time.monotonic_ns() / 1e9))
     else:
         _, err = r.communicate()
         if r.returncode != 0:
@@ -253,7 +261,7 @@ def measure(skip_on):
     for name, a, b, cpu, own, _ in spans:
         a, b = a + int((skip_on if name != "off" else 0.5) * 1e9), b - 500_000_000
         sel = [r for r in rows if a <= r["t_end_ns"] < b]
-        rate = len(sel) / ((b - a) / 1e9)
+        rate = (len(sel) - 1) / ((sel[-1]["t_end_ns"] - sel[0]["t_end_ns"]) / 1e9) if len(sel) > 2 else float("nan")
         st = statistics.median(r["step_time"] for r in sel) if sel else float("nan")
         stats.append((name, rate, st, field_medians(sel)))
     return stats
@@ -394,4 +402,4 @@ elif LEARN < secs - 0.5:
     print("  " + "  ".join(f"{n} {c:.2f} ms {w:.0f} sw" for n, c, w in stats))
 if args.save:
     with open(args.save, "w") as f:
-        json.dump({"mode": args.mode, "seconds": secs, "learn": LEARN, "configs": saved}, f)
+        json.dump({"mode": args.mode, "seconds": secs, "off_seconds": off_secs, "learn": LEARN, "configs": saved}, f)
