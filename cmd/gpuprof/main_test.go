@@ -283,7 +283,14 @@ func TestRunAttachesBeforeFirstStep(t *testing.T) {
 	dir := testenv.Fixtures(t)
 	truth := filepath.Join(t.TempDir(), "truth.jsonl")
 	steps := filepath.Join(t.TempDir(), "steps.jsonl")
-	cmd := exec.Command(gpuprofBin, "run", "-q", "--jsonl", steps, "--", filepath.Join(dir, "demo-trainer"), "--steps", "120", "--truth", truth)
+	// The demo loads its CUDA libraries as it starts; gpuprof attaches to
+	// them once the loader hook says so, while the demo runs on (~30 ms
+	// later on a 2-core VM kept busy). A job spends seconds between the two
+	// (torch's import, the model to the GPU); the demo waits 0.3 s. The
+	// hook must be in place before the demo runs at all: else its
+	// libraries are found by the rescan a second later.
+	cmd := exec.Command(gpuprofBin, "run", "-q", "--jsonl", steps, "--", filepath.Join(dir, "demo-trainer"), "--steps", "120",
+		"--truth", truth, "--start-delay", "0.3")
 	cmd.Env = append(os.Environ(), "GPUPROF_LOG=debug")
 	r := runCommand(t, cmd)
 	if r.code != 0 {

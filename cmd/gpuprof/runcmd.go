@@ -10,9 +10,9 @@ import (
 	"syscall"
 )
 
-// runCmd starts a command and attaches to it at once: its executable and
-// loader are mapped when Start returns, so the loader hook sees every CUDA
-// library the command loads, long before its first step.
+// runCmd starts a command and attaches to it before it runs
+// (startStopped): the loader hook sees every CUDA library the command
+// loads, as it loads it.
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("run", stderr)
 	var f profileFlags
@@ -28,22 +28,29 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer sess.Close()
-	cmd := exec.Command(fs.Arg(0), fs.Args()[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	newCmd := func() *exec.Cmd {
+		cmd := exec.Command(fs.Arg(0), fs.Args()[1:]...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+		return cmd
+	}
 	// The job gets Ctrl-C from the terminal itself; gpuprof waits for it
 	// to exit rather than leaving it behind.
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", fs.Arg(0), err)
+	cmd, aerr := startStopped(newCmd, func(pid int) error {
+		_, err := sess.Attach(pid)
+		return err
+	})
+	if cmd == nil {
+		return fmt.Errorf("start %s: %w", fs.Arg(0), aerr)
 	}
 	pid := cmd.Process.Pid
 	// After the start: the job keeps its own scheduling policy.
 	f.stepBack()
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
-	if _, err := sess.Attach(pid); err != nil {
+	if aerr != nil {
 		cmd.Process.Signal(syscall.SIGTERM)
 		<-waited
-		return err
+		return aerr
 	}
 	// NVML after the attach: its Init can take seconds on a GPU without
 	// persistence mode, and the job is running.
