@@ -2,7 +2,6 @@ package probes
 
 import (
 	"errors"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -31,18 +30,12 @@ func TestPoolFoundFromShortWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	script := filepath.Join(testenv.Root(), "testdata", "python", "queue_waits.py")
-	cmd := exec.Command(python, script, "40", "0.03", "0.5", filepath.Join(t.TempDir(), "waits.jsonl"))
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	time.Sleep(200 * time.Millisecond)
-	if _, err := s.Attach(cmd.Process.Pid); err != nil {
+	pid := startScript(t, python, "queue_waits.py", "40", "0.03", "0.5", filepath.Join(t.TempDir(), "waits.jsonl"))
+	if _, err := s.Attach(pid); err != nil {
 		t.Fatal(err)
 	}
 	s.mu.Lock()
-	_, learning := s.poolLearning[cmd.Process.Pid]
+	_, learning := s.poolLearning[pid]
 	s.mu.Unlock()
 	if !learning {
 		t.Fatal("not looking for the pool after attach")
@@ -53,7 +46,7 @@ func TestPoolFoundFromShortWaits(t *testing.T) {
 	}
 	var gets int
 	for _, e := range c.evs {
-		if e.Kind == events.KindPyWait && e.TID == uint32(cmd.Process.Pid) && slices.ContainsFunc(e.Frames, queueFrame) {
+		if e.Kind == events.KindPyWait && e.TID == uint32(pid) && slices.ContainsFunc(e.Frames, queueFrame) {
 			gets++
 		}
 	}

@@ -197,14 +197,7 @@ func TestWholeGetsWatchOnlyWaitingThreads(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	script := filepath.Join(testenv.Root(), "testdata", "python", "mp_waits.py")
-	cmd := exec.Command(python, script, "400", "0.01", "0.3", filepath.Join(t.TempDir(), "waits.jsonl"), "3")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	time.Sleep(200 * time.Millisecond)
-	pid := cmd.Process.Pid
+	pid := startScript(t, python, "mp_waits.py", "400", "0.01", "0.3", filepath.Join(t.TempDir(), "waits.jsonl"), "3")
 	if _, err := s.Attach(pid); err != nil {
 		t.Fatal(err)
 	}
@@ -260,15 +253,8 @@ func TestPythonWaitsGoWithLaunchProbes(t *testing.T) {
 		testenv.Skip(t, "needs pyenv's 3.12")
 	}
 	s := openSession(t)
-	script := filepath.Join(testenv.Root(), "testdata", "python", "queue_waits.py")
 	// A get blocking ~20 ms, for ~8 s.
-	cmd := exec.Command(python, script, "400", "0.02", "0.3", filepath.Join(t.TempDir(), "waits.jsonl"))
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	time.Sleep(200 * time.Millisecond)
-	pid := cmd.Process.Pid
+	pid := startScript(t, python, "queue_waits.py", "400", "0.02", "0.3", filepath.Join(t.TempDir(), "waits.jsonl"))
 	if _, err := s.Attach(pid); err != nil {
 		t.Fatal(err)
 	}
@@ -354,4 +340,17 @@ func TestPythonWaitsGoWithLaunchProbes(t *testing.T) {
 			t.Errorf("%v without a wait after the probes were kept", gap)
 		}
 	}
+}
+
+// startScript starts one of testdata/python's scripts, killed at the
+// test's end, and returns its PID once it has had 200 ms to start.
+func startScript(t *testing.T, python, script string, args ...string) int {
+	t.Helper()
+	cmd := exec.Command(python, append([]string{filepath.Join(testenv.Root(), "testdata", "python", script)}, args...)...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	time.Sleep(200 * time.Millisecond)
+	return cmd.Process.Pid
 }
