@@ -828,9 +828,16 @@ func (s *Session) Close() error {
 		pids = append(pids, pid)
 	}
 	s.mu.Unlock()
-	for _, pid := range pids {
-		errs = append(errs, s.Detach(pid))
+	// Every target at once: each close waits on the kernel (closeLinks).
+	start := time.Now()
+	defer func() { s.cfg.Log.Debug("detached", "processes", len(pids), "took", time.Since(start)) }()
+	detached := make([]error, len(pids))
+	var wg sync.WaitGroup
+	for i, pid := range pids {
+		wg.Go(func() { detached[i] = s.Detach(pid) })
 	}
+	wg.Wait()
+	errs = append(errs, detached...)
 	s.closer.wait()
 	errs = append(errs, s.objs.Close())
 	return errors.Join(errs...)

@@ -192,6 +192,7 @@ if pipe.poll() is not None:
     sys.exit(f"the job exited ({pipe.returncode}) before it trained 100 steps: {' '.join(job)}")
 
 spans = []  # (config or "off", start_ns, end_ns, job (user, sys) seconds, gpuprof cpu seconds, truth process samples)
+ends = []  # each window's nominal end: an "on" window runs on while gpuprof detaches
 logger = truth_proc()
 
 
@@ -219,6 +220,7 @@ def window(name, flags):
             print(f"{name}: exit {r.returncode}: {(err or '').strip()[-400:]}", file=sys.stderr, flush=True)
     c1 = job_cpu()
     spans.append((name, t0, time.monotonic_ns(), (c1[0] - c0[0], c1[1] - c0[1], c1[2] - c0[2]), children_cpu() - g0, samples))
+    ends.append(t0 + int(secs_ * 1e9))
     print(f"window {len(spans)}/{windows} ({name}) done", file=sys.stderr, flush=True)
 
 
@@ -232,6 +234,7 @@ except Stop:
     print(f"stopped after {len(spans)} of {windows} windows: measuring those", file=sys.stderr, flush=True)
     while spans and spans[-1][0] != "off":
         spans.pop()  # an "on" window is measured against the "off" after it
+        ends.pop()
 finally:
     os.killpg(pipe.pid, signal.SIGKILL)
     pipe.wait()
@@ -258,8 +261,10 @@ def field_medians(sel):
 
 def measure(skip_on):
     stats = []
-    for name, a, b, cpu, own, _ in spans:
-        a, b = a + int((skip_on if name != "off" else 0.5) * 1e9), b - 500_000_000
+    for (name, a, b, cpu, own, _), end in zip(spans, ends):
+        # Up to the window's nominal end: an "on" window's gpuprof then
+        # detaches, which is no steady state (it is reported apart).
+        a, b = a + int((skip_on if name != "off" else 0.5) * 1e9), min(b, end) - 500_000_000
         sel = [r for r in rows if a <= r["t_end_ns"] < b]
         rate = (len(sel) - 1) / ((sel[-1]["t_end_ns"] - sel[0]["t_end_ns"]) / 1e9) if len(sel) > 2 else float("nan")
         st = statistics.median(r["step_time"] for r in sel) if sel else float("nan")
@@ -319,6 +324,10 @@ for (name, a, b, (user, sys_, switches), own, _), (_, rate, st, _) in zip(spans,
     gp = f"  gpuprof cpu {own / wall * 100:5.1f}%" if name != "off" else ""
     print(f"{name:>10s} {rate:8.2f} steps/s  median step_time {st * 1e3:7.3f} ms  "
           f"job cpu user {user / wall:5.2f} sys {sys_ / wall:5.2f} cores  {switches / wall:8.0f} switches/s{gp}")
+detach = [(b - end) / 1e9 for (name, a, b, *_), end in zip(spans, ends) if name != "off"]
+if detach:
+    print(f"gpuprof exited {statistics.median(detach):.2f} s after an on window's end (median; max {max(detach):.2f} s): "
+          f"its attach and detach, not measured")
 saved = {}
 for label, skip in (("whole", 0.5), ("steady", LEARN)):
     if secs - skip < 1.5:
