@@ -159,19 +159,23 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	}
 	// The Python wait probes a process's steps need (its step thread's
 	// waits outside whole gets) stay; the rest go with its launch probes.
-	// A step that needs more brings them all back for good.
-	sampledWaits, kept := map[uint32]bool{}, map[uint32]bool{}
+	// A step that needs one of the rest brings them all back for good. (A
+	// boundary that moves starts the count afresh: that needs nothing new.)
+	given, kept := map[uint32]waitNeeds{}, map[uint32]bool{}
 	st.onWaits = func(pid uint32, funcs []string, writes, ok bool) {
+		g, sampled := given[pid]
 		switch {
-		case kept[pid]:
-		case !sampledWaits[pid]:
-			if ok && sess.SamplePythonWaits(int(pid), funcs, writes) {
-				sampledWaits[pid] = true
+		case kept[pid] || !ok:
+		case !sampled:
+			if sess.SamplePythonWaits(int(pid), funcs, writes) {
+				given[pid] = waitNeeds{funcs, writes}
 				slog.Debug("Python wait probes go with the launch probes", "pid", pid, "kept", funcs, "writes kept", writes)
 			}
+		case g.covers(funcs, writes):
 		case sess.KeepPythonWaits(int(pid)):
 			kept[pid] = true
-			slog.Info("Python wait probes kept attached: a step waited where they had been paused", "pid", pid, "needs", funcs, "writes", writes)
+			slog.Info("Python wait probes kept attached: a step waited where they had been paused", "pid", pid,
+				"needs", funcs, "writes", writes, "kept", g.funcs)
 		}
 	}
 	var trace *events.TraceWriter
@@ -292,4 +296,25 @@ func (f *profileFlags) stepBack() {
 	if err := runBehindTheJob(); err != nil {
 		slog.Warn("gpuprof runs at the normal scheduling policy", "err", err)
 	}
+}
+
+// waitNeeds is what the Python wait probes left attached cover: wait
+// functions by name, and the logging writes.
+type waitNeeds struct {
+	funcs  []string
+	writes bool
+}
+
+// covers says whether probes kept for w serve steps that need funcs and
+// writes.
+func (w waitNeeds) covers(funcs []string, writes bool) bool {
+	if writes && !w.writes {
+		return false
+	}
+	for _, f := range funcs {
+		if !slices.Contains(w.funcs, f) {
+			return false
+		}
+	}
+	return true
 }
