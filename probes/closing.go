@@ -7,11 +7,25 @@ import (
 	"github.com/cilium/ebpf/link"
 )
 
-// closeLinks closes links, all at once, returning every error. Each close
-// waits for the kernel to see no CPU inside its probes (below): one after
-// another, the ~30 links of a DDP job's three processes took ~15 s to
-// detach on the H200 host, the job paying for the probes not yet closed.
+// closeLinks closes links one after another, in order, returning every
+// error. The order matters while the target is traced: a call's entry
+// probe closed before its return probe leaves no call entered whose
+// return goes unseen (a runtime call seen in flight would hide the driver
+// calls under it until the runtime generation is raised, ~0.1 s later).
 func closeLinks(links []link.Link) error {
+	var errs []error
+	for _, l := range links {
+		errs = append(errs, l.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// closeAtOnce closes links all at once, for a detach, where no event is
+// read any more. Each close waits for the kernel to see no CPU inside its
+// probes (below): one after another, the ~30 links of a DDP job's three
+// processes took ~15 s to detach on the H200 host, the job paying for
+// the probes not yet closed.
+func closeAtOnce(links []link.Link) error {
 	errs := make([]error, len(links))
 	var wg sync.WaitGroup
 	for i, l := range links {
