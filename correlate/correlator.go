@@ -209,23 +209,51 @@ func (c *Correlator) ObserveWaits() {
 // WaitProbesNeeded to answer.
 const stableSteps = 8
 
-// WaitProbesNeeded says which Python wait probes the step thread's steps
-// need (ok once they have needed nothing new for stableSteps steps): the
-// wait functions it blocked in outside whole gets, by name, and whether a
-// step's lead-in ended at a write. The rest give no part of a step's time
-// and may go with the launch probes (probes.Session.SamplePythonWaits).
-// Not ok in a process whose inference engine threads' waits time their
-// iterations.
-func (c *Correlator) WaitProbesNeeded() (funcs []string, writes, ok bool) {
-	if c.b == nil || len(c.engines) > 0 || c.b.needs.stable < stableSteps {
-		return nil, false, false
+// WaitProbes is what a process's steps need of its Python wait probes.
+type WaitProbes struct {
+	Funcs  []string // the wait functions its step thread blocked in outside whole gets, by name
+	Writes bool     // a step's lead-in ended at a logging write
+	// All: every one, whatever the step thread did: the process's
+	// inference-engine threads time their iterations with their waits.
+	All bool
+}
+
+// Covers says whether the probes kept for w serve steps that need n.
+func (w WaitProbes) Covers(n WaitProbes) bool {
+	if w.All {
+		return true
+	}
+	if n.All || n.Writes && !w.Writes {
+		return false
+	}
+	for _, f := range n.Funcs {
+		if !slices.Contains(w.Funcs, f) {
+			return false
+		}
+	}
+	return true
+}
+
+// WaitProbesNeeded says which Python wait probes the process's steps need
+// (ok once they have needed nothing new for stableSteps steps, or at once
+// where they need all). The rest give no part of a step's time and may go
+// with the launch probes (probes.Session.SamplePythonWaits).
+func (c *Correlator) WaitProbesNeeded() (WaitProbes, bool) {
+	switch {
+	case c.b == nil:
+		return WaitProbes{}, false
+	case len(c.engines) > 0:
+		return WaitProbes{All: true}, true
+	case c.b.needs.stable < stableSteps:
+		return WaitProbes{}, false
 	}
 	n := &c.b.needs
+	w := WaitProbes{Writes: n.writes}
 	for f := range n.funcs {
-		funcs = append(funcs, f)
+		w.Funcs = append(w.Funcs, f)
 	}
-	slices.Sort(funcs)
-	return funcs, n.writes, true
+	slices.Sort(w.Funcs)
+	return w, true
 }
 
 // Anchor returns the step boundary in use, once found.

@@ -136,8 +136,8 @@ func TestWaitsGoWithLaunchProbes(t *testing.T) {
 				tr.call(t, "cudaStreamSynchronize", ms, 0)
 			}
 			c, steps := run(t, cfg, tr.evs)
-			funcs, writes, ok := c.WaitProbesNeeded()
-			if got := fmt.Sprint(funcs, writes, ok); got != tc.needs {
+			need, ok := c.WaitProbesNeeded()
+			if got := fmt.Sprint(need.Funcs, need.Writes, ok); got != tc.needs {
 				t.Fatalf("WaitProbesNeeded %s, want %s", got, tc.needs)
 			}
 			if len(steps) < 60 {
@@ -163,5 +163,32 @@ func TestWaitsGoWithLaunchProbes(t *testing.T) {
 				t.Errorf("%d steps without their kinds of wait, want the %d of the pause and at most 3 more", uncounted, want)
 			}
 		})
+	}
+}
+
+// TestWaitProbesCover: the Python wait probes kept serve a step only if
+// they include every wait function it needs and, where its lead-in ends
+// at a write, the writes; all of them serve any step, and a process
+// needing all is served only by all.
+func TestWaitProbesCover(t *testing.T) {
+	kept := WaitProbes{Funcs: []string{"clock_nanosleep", "sem_timedwait"}}
+	for _, tc := range []struct {
+		need WaitProbes
+		want bool
+	}{
+		{WaitProbes{}, true},
+		{WaitProbes{Funcs: []string{"sem_timedwait"}}, true},
+		{WaitProbes{Funcs: []string{"clock_nanosleep", "sem_timedwait"}}, true},
+		{WaitProbes{Funcs: []string{"read"}}, false},
+		{WaitProbes{Funcs: []string{"sem_timedwait", "recvmsg"}}, false},
+		{WaitProbes{Writes: true}, false},
+		{WaitProbes{All: true}, false},
+	} {
+		if got := kept.Covers(tc.need); got != tc.want {
+			t.Errorf("%+v covers %+v: %v, want %v", kept, tc.need, got, tc.want)
+		}
+	}
+	if !(WaitProbes{Writes: true}).Covers(WaitProbes{Writes: true}) || !(WaitProbes{All: true}).Covers(WaitProbes{All: true, Writes: true}) {
+		t.Error("the same probes do not cover the same needs")
 	}
 }

@@ -25,6 +25,10 @@ type launchSampler struct {
 	since      time.Time // when the current phase began
 	// waits: the Python wait probes go with the launch probes (below).
 	waits bool
+	// cpuOnly: a process with no CUDA library whose Python wait probes
+	// alone are sampled (cpuonly.go); its launch probes, once it loads
+	// CUDA, are attached at once.
+	cpuOnly bool
 }
 
 // Device-to-device copies at the driver are probed with the launches, part
@@ -213,7 +217,7 @@ func (s *Session) resumePythonWaits(t *target) {
 func (s *Session) launchesOn(t *target) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.cfg.Launches && !t.sampler.off
+	return s.cfg.Launches && (!t.sampler.off || t.sampler.cpuOnly)
 }
 
 // sampleLaunches switches the targets' launch probes at their phase ends

@@ -33,6 +33,10 @@ type Config struct {
 	PyMinWait time.Duration
 	// PoolInterval is how often the sample pools found are read (pool.go).
 	PoolInterval time.Duration
+	// CPUOnlyAfter: a Python process attached this long without loading
+	// CUDA has its wait probes attached only CPUOnlyOn of every
+	// CPUOnlyPeriod (cpuonly.go); 0: never.
+	CPUOnlyAfter, CPUOnlyPeriod, CPUOnlyOn time.Duration
 	// CountWaits counts the Python wait probes' hits by process and
 	// function (Session.Objects().WaitCounts), for --probe-stats.
 	CountWaits bool
@@ -89,6 +93,7 @@ type target struct {
 	lastScan  time.Time
 	exited    bool
 	cudaReady bool
+	attached  time.Time
 	sampler   launchSampler // launch counting part of the time (sampling.go)
 	// pyLinks are the Python wait probes (libc's waits, the GIL, the
 	// interpreter's reads and writes), nil while paused; once they go with
@@ -107,12 +112,17 @@ type attachedLib struct {
 
 // close detaches everything attached in the library.
 func (l *attachedLib) close() error {
-	errs := []error{closeLinks(l.links), closeLinks(l.launch)}
+	return closeLinks(l.take())
+}
+
+// take returns every link attached in the library, and forgets them.
+func (l *attachedLib) take() []link.Link {
+	all := slices.Concat(l.links, l.launch)
 	for _, tl := range l.twins {
-		errs = append(errs, closeLinks(tl))
+		all = append(all, tl...)
 	}
 	l.links, l.launch, l.twins = nil, nil, nil
-	return errors.Join(errs...)
+	return all
 }
 
 // Stats counts what was lost or odd on the way from the probes.
@@ -177,7 +187,7 @@ func (s *Session) Attach(pid int) ([]LibraryPlan, error) {
 		}
 		return nil, fmt.Errorf("open PID %d: %w", pid, err)
 	}
-	t := &target{pid: pid, pidfd: fd, libs: map[string]*attachedLib{}}
+	t := &target{pid: pid, pidfd: fd, libs: map[string]*attachedLib{}, attached: time.Now()}
 	s.mu.Lock()
 	s.targets[pid] = t
 	s.mu.Unlock()
@@ -468,7 +478,9 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 		attached := s.rescan(rescan)
 		attached = append(attached, s.followChildren()...)
 		attached = append(attached, s.followNamed()...)
-		if marks := s.sampleLaunches(time.Now()); len(marks) > 0 {
+		marks := s.endCPUOnly()
+		s.sampleCPUOnly(time.Now())
+		if marks = append(marks, s.sampleLaunches(time.Now())...); len(marks) > 0 {
 			s.mu.Lock()
 			s.addMarksLocked(marks...)
 			s.mu.Unlock()
@@ -790,14 +802,16 @@ func (s *Session) Detach(pid int) error {
 	if t == nil {
 		return nil
 	}
-	var errs []error
+	var links []link.Link
 	for _, l := range t.libs {
-		errs = append(errs, l.close())
+		links = append(links, l.take()...)
 	}
 	s.mu.Lock()
-	errs = append(errs, closeLinks(t.pyLinks), closeLinks(t.pyKept))
+	links = slices.Concat(links, t.pyLinks, t.pyKept)
 	t.pyLinks, t.pyKept = nil, nil
 	s.mu.Unlock()
+	// All at once: the target is let go of, its events no longer matter.
+	errs := []error{closeAtOnce(links)}
 	s.unwatchPythonCalls(t)
 	if t.python != nil {
 		s.objs.Python.Delete(uint32(pid))

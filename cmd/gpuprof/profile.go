@@ -86,6 +86,12 @@ const launchOn = time.Second
 // launchCycle is the cycle of launch sampling for --launch-duty: counted
 // launchOn of every period. A launch-heavy job pays ~0.5 µs a launch while
 // they are counted.
+// cpuOnlyAfter is how long a Python process runs with no CUDA library
+// before its wait probes are thinned (probes.Config.CPUOnlyAfter): a
+// trainer importing torch loads CUDA within seconds, and its waits until
+// then give no step.
+const cpuOnlyAfter = 5 * time.Second
+
 func launchCycle(duty float64) (period, on time.Duration) {
 	if duty <= 0 {
 		return time.Duration(math.MaxInt64), 0
@@ -131,6 +137,12 @@ func openSession(f *profileFlags) (*probes.Session, error) {
 	cfg.User = f.user
 	cfg.Children = f.children
 	cfg.CountWaits = f.probeStats
+	if f.launchDuty < 1 {
+		// A process that has loaded no CUDA by then (a CPU-only producer)
+		// has its Python wait probes thinned like launches.
+		cfg.CPUOnlyAfter = cpuOnlyAfter
+		cfg.CPUOnlyPeriod, cfg.CPUOnlyOn = launchCycle(f.launchDuty)
+	}
 	return probes.Open(cfg)
 }
 
@@ -161,21 +173,21 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	// waits outside whole gets) stay; the rest go with its launch probes.
 	// A step that needs one of the rest brings them all back for good. (A
 	// boundary that moves starts the count afresh: that needs nothing new.)
-	given, kept := map[uint32]waitNeeds{}, map[uint32]bool{}
-	st.onWaits = func(pid uint32, funcs []string, writes, ok bool) {
+	given, kept := map[uint32]correlate.WaitProbes{}, map[uint32]bool{}
+	st.onWaits = func(pid uint32, need correlate.WaitProbes) {
 		g, sampled := given[pid]
 		switch {
-		case kept[pid] || !ok:
+		case kept[pid]:
 		case !sampled:
-			if sess.SamplePythonWaits(int(pid), funcs, writes) {
-				given[pid] = waitNeeds{funcs, writes}
-				slog.Debug("Python wait probes go with the launch probes", "pid", pid, "kept", funcs, "writes kept", writes)
+			if !need.All && sess.SamplePythonWaits(int(pid), need.Funcs, need.Writes) {
+				given[pid] = need
+				slog.Debug("Python wait probes go with the launch probes", "pid", pid, "kept", need.Funcs, "writes kept", need.Writes)
 			}
-		case g.covers(funcs, writes):
+		case g.Covers(need):
 		case sess.KeepPythonWaits(int(pid)):
 			kept[pid] = true
 			slog.Info("Python wait probes kept attached: a step waited where they had been paused", "pid", pid,
-				"needs", funcs, "writes", writes, "kept", g.funcs)
+				"needs", need.Funcs, "writes", need.Writes, "all", need.All, "kept", g.Funcs)
 		}
 	}
 	var trace *events.TraceWriter
@@ -296,25 +308,4 @@ func (f *profileFlags) stepBack() {
 	if err := runBehindTheJob(); err != nil {
 		slog.Warn("gpuprof runs at the normal scheduling policy", "err", err)
 	}
-}
-
-// waitNeeds is what the Python wait probes left attached cover: wait
-// functions by name, and the logging writes.
-type waitNeeds struct {
-	funcs  []string
-	writes bool
-}
-
-// covers says whether probes kept for w serve steps that need funcs and
-// writes.
-func (w waitNeeds) covers(funcs []string, writes bool) bool {
-	if writes && !w.writes {
-		return false
-	}
-	for _, f := range funcs {
-		if !slices.Contains(w.funcs, f) {
-			return false
-		}
-	}
-	return true
 }

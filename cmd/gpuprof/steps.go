@@ -27,7 +27,7 @@ type stepper struct {
 	onAnchor func(first bool, a correlate.Anchor)
 	// onWaits is called when what a process's steps need of the Python
 	// wait probes changes (correlate.Correlator.WaitProbesNeeded).
-	onWaits func(pid uint32, funcs []string, writes, ok bool)
+	onWaits func(pid uint32, need correlate.WaitProbes)
 	err     error
 	// ranks are the processes' ranks in a distributed job (KindProcess).
 	ranks map[uint32]int
@@ -123,10 +123,10 @@ func (s *stepper) add(e *events.Event) {
 		}
 	}
 	if len(steps) > 0 && s.onWaits != nil {
-		funcs, writes, ok := p.corr.WaitProbesNeeded()
-		if key := fmt.Sprint(funcs, writes, ok); key != p.waitNeeds {
+		need, ok := p.corr.WaitProbesNeeded()
+		if key := fmt.Sprint(need, ok); ok && key != p.waitNeeds {
 			p.waitNeeds = key
-			s.onWaits(e.PID, funcs, writes, ok)
+			s.onWaits(e.PID, need)
 		}
 	}
 	s.emit(steps)

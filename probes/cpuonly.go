@@ -1,0 +1,68 @@
+package probes
+
+import (
+	"time"
+
+	"github.com/gpuprof/gpuprof/events"
+)
+
+// A Python process that has loaded no CUDA library (a CPU-only producer,
+// a DataLoader worker) has no steps of its own: its waits give no step's
+// time, only the summary's tables and where a sample pool is. Yet on the
+// data path its probes cost the trainer: an engine process handing out
+// shared tensors answers each get on its resource-sharer thread, which
+// traps in reads, writes and the GIL (+0.2 ms a step of four gets on
+// the dev VM, testdata/python/fd_handoff.py). So once such a process has
+// been attached Config.CPUOnlyAfter without loading CUDA, its Python wait
+// probes are attached only Config.CPUOnlyOn of every CPUOnlyPeriod, like
+// the launch probes of a process whose steps are found (sampling.go).
+// Loading CUDA ends it: from then on its steps may be found, and need
+// every wait. A job naming Python functions of its own (--probe) may time
+// steps without CUDA, and keeps them all.
+
+// sampleCPUOnly starts sampling the Python wait probes of the targets
+// CPU-only for long enough.
+func (s *Session) sampleCPUOnly(now time.Time) {
+	if s.cfg.CPUOnlyAfter <= 0 || s.cfg.CPUOnlyOn >= s.cfg.CPUOnlyPeriod {
+		return
+	}
+	for _, u := range s.cfg.User {
+		if !u.Default {
+			return
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.targets {
+		if t.cudaReady || t.exited || t.sampler.enabled || t.pyLinks == nil || now.Sub(t.attached) < s.cfg.CPUOnlyAfter {
+			continue
+		}
+		t.sampler = launchSampler{enabled: true, period: s.cfg.CPUOnlyPeriod, on: s.cfg.CPUOnlyOn, since: now,
+			waits: true, cpuOnly: true}
+		t.pyKeep = nil
+		s.cfg.Log.Debug("Python wait probes part of the time: no CUDA library loaded", "pid", t.pid)
+	}
+}
+
+// endCPUOnly stops sampling the Python wait probes of the targets that
+// have loaded CUDA since it began, and returns the markers that say they
+// are attached again.
+func (s *Session) endCPUOnly() []events.Event {
+	var ended []*target
+	s.mu.Lock()
+	for _, t := range s.targets {
+		if t.sampler.cpuOnly && t.cudaReady {
+			t.sampler = launchSampler{}
+			ended = append(ended, t)
+		}
+	}
+	s.mu.Unlock()
+	var marks []events.Event
+	for _, t := range ended {
+		s.resumePythonWaits(t)
+		now := monotonicNow() // once they are in place
+		marks = append(marks, events.Event{Kind: events.KindLaunchProbes, PID: uint32(t.pid), Start: now, End: now, Out: 1})
+		s.cfg.Log.Debug("Python wait probes attached for good: CUDA loaded", "pid", t.pid)
+	}
+	return marks
+}
