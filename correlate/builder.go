@@ -451,20 +451,29 @@ func (b *builder) measureWaits(s *Step, waits []item, writes [][2]uint64, dataEn
 	}
 }
 
-// waitNeeds is what the step thread's steps, those whose waits were
-// probed all through, need of the Python wait probes: the wait functions
-// it blocked in outside whole gets (waits inside one are part of the get,
-// which times them), and whether a lead-in ended at a write.
+// waitNeeds is what the step thread's latest steps, of those whose
+// waits were probed all through, need of the Python wait probes: the wait
+// functions it blocked in outside whole gets (waits inside one are part of
+// the get, which times them), and whether a lead-in ended at a write.
+// Only the latest needStepsKept count: a whole get is watched from its
+// thread's first wait in it on, and the steps before need what the gets
+// then cover.
 type waitNeeds struct {
-	funcs  map[string]bool
+	recent []stepNeeds // the latest steps', oldest first
+	stable int         // steps in a row that needed nothing the ones before them did not
+}
+
+// needStepsKept is how many steps' needs are kept.
+const needStepsKept = 16
+
+type stepNeeds struct {
+	funcs  []string
 	writes bool
-	stable int // steps since the needs last grew
 }
 
 // note adds a step's waits (in start order).
 func (n *waitNeeds) note(waits []item, leadInAtWrite bool) {
-	grew := leadInAtWrite && !n.writes
-	n.writes = n.writes || leadInAtWrite
+	step := stepNeeds{writes: leadInAtWrite}
 	var gets [][2]uint64
 	for i := range waits {
 		e := &waits[i].ev
@@ -472,20 +481,36 @@ func (n *waitNeeds) note(waits []item, leadInAtWrite bool) {
 			gets = append(gets, [2]uint64{e.Start, e.End})
 			continue
 		}
-		if e.Kind != events.KindPyWait || n.funcs[e.Name] ||
+		if e.Kind != events.KindPyWait || slices.Contains(step.funcs, e.Name) ||
 			slices.ContainsFunc(gets, func(g [2]uint64) bool { return g[0] <= e.Start && e.End <= g[1] }) {
 			continue
 		}
-		if n.funcs == nil {
-			n.funcs = map[string]bool{}
-		}
-		n.funcs[e.Name], grew = true, true
+		step.funcs = append(step.funcs, e.Name)
 	}
-	if grew {
+	funcs, writes := n.needs()
+	if step.writes && !writes || slices.ContainsFunc(step.funcs, func(f string) bool { return !slices.Contains(funcs, f) }) {
 		n.stable = 0
 	} else {
 		n.stable++
 	}
+	n.recent = append(n.recent, step)
+	if len(n.recent) > needStepsKept {
+		n.recent = slices.Delete(n.recent, 0, 1)
+	}
+}
+
+// needs is what the latest steps need together, the functions sorted.
+func (n *waitNeeds) needs() (funcs []string, writes bool) {
+	for _, s := range n.recent {
+		writes = writes || s.writes
+		for _, f := range s.funcs {
+			if !slices.Contains(funcs, f) {
+				funcs = append(funcs, f)
+			}
+		}
+	}
+	slices.Sort(funcs)
+	return funcs, writes
 }
 
 // outermost sums the readings that no other reading of the step contains,

@@ -206,7 +206,7 @@ func (c *Correlator) ObserveWaits() {
 
 // stableSteps is how many steps in a row, their waits probed all
 // through, must have needed nothing new of the Python wait probes for
-// WaitProbesNeeded to answer.
+// WaitProbesNeeded to answer (what the latest needStepsKept need).
 const stableSteps = 8
 
 // WaitProbes is what a process's steps need of its Python wait probes.
@@ -244,16 +244,11 @@ func (c *Correlator) WaitProbesNeeded() (WaitProbes, bool) {
 		return WaitProbes{}, false
 	case len(c.engines) > 0:
 		return WaitProbes{All: true}, true
-	case c.b.needs.stable < stableSteps:
+	case c.b.needs.stable < stableSteps || len(c.b.needs.recent) < needStepsKept:
 		return WaitProbes{}, false
 	}
-	n := &c.b.needs
-	w := WaitProbes{Writes: n.writes}
-	for f := range n.funcs {
-		w.Funcs = append(w.Funcs, f)
-	}
-	slices.Sort(w.Funcs)
-	return w, true
+	funcs, writes := c.b.needs.needs()
+	return WaitProbes{Funcs: funcs, Writes: writes}, true
 }
 
 // Anchor returns the step boundary in use, once found.
