@@ -2,7 +2,6 @@ package probes
 
 import (
 	"context"
-	"slices"
 	"testing"
 	"time"
 
@@ -40,52 +39,25 @@ func TestCPUOnlyWaitsThinnedUntilCUDA(t *testing.T) {
 	if err := s.Run(ctx, c.sink); err != ErrTargetsExited {
 		t.Fatalf("Run: %v", err)
 	}
-	var marks []events.Event
-	var waits []uint64  // the main thread's, by start
+	marks, waits := marksAndWaits(c.evs, pid)
 	loaded := uint64(0) // the loader's first notice once the pauses began: CUDA
 	for _, e := range c.evs {
-		switch {
-		case e.Kind == events.KindLaunchProbes && e.PID == uint32(pid):
-			marks = append(marks, e)
-		case e.Kind == events.KindPyWait && e.TID == uint32(pid):
-			waits = append(waits, e.Start)
-		case e.Kind == events.KindLibLoad && loaded == 0 && len(marks) > 0:
+		if e.Kind == events.KindLibLoad && loaded == 0 && len(marks) > 0 && e.End > marks[0].End {
 			loaded = e.End
 		}
 	}
-	slices.Sort(waits)
-	pauses := 0
-	for i, m := range marks {
-		if m.Out != 0 || m.Args[0] != 1 || i+1 == len(marks) {
-			continue
-		}
-		pauses++
-		from, to := m.End+uint64(settle), marks[i+1].End // the links close in the background
-		for _, w := range waits {
-			if w >= from && w < to {
-				t.Errorf("a wait began %v into a pause of the wait probes", time.Duration(w-m.End))
-			}
+	paused := pausedSpans(marks, settle)
+	for _, span := range paused {
+		if n := countIn(waits, span); n > 0 {
+			t.Errorf("%d waits began in a pause of the wait probes", n)
 		}
 	}
-	if pauses < 2 {
-		t.Fatalf("%d pauses of the wait probes in %d markers before CUDA was loaded, want 2 or more", pauses, len(marks))
+	if len(paused) < 2 {
+		t.Fatalf("%d pauses of the wait probes in %d markers before CUDA was loaded, want 2 or more", len(paused), len(marks))
 	}
 	last := marks[len(marks)-1]
 	if last.Out != 1 || last.Args[0] != 0 || last.End < loaded {
 		t.Fatalf("last marker %+v (CUDA loaded at %d): want the waits attached for good once CUDA was loaded", last, loaded)
 	}
-	var after []uint64
-	for _, w := range waits {
-		if w > last.End {
-			after = append(after, w)
-		}
-	}
-	if len(after) < 40 {
-		t.Fatalf("%d waits after CUDA was loaded, want ~90", len(after))
-	}
-	for i := 1; i < len(after); i++ {
-		if gap := time.Duration(after[i] - after[i-1]); gap > on {
-			t.Errorf("%v without a wait once CUDA was loaded", gap)
-		}
-	}
+	seenThroughout(t, waits, last.End, 40, on)
 }

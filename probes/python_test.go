@@ -283,61 +283,86 @@ func TestPythonWaitsGoWithLaunchProbes(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	var marks []events.Event
-	var waits, sleeps []uint64 // the consumer's waits' starts, the producer's sleeps'
+	marks, waits := marksAndWaits(c.evs, pid) // the consumer's waits
+	var sleeps []uint64                       // the producer's
 	for _, e := range c.evs {
+		if e.Kind == events.KindPyWait && e.TID != uint32(pid) && e.Name == "clock_nanosleep" {
+			sleeps = append(sleeps, e.Start)
+		}
+	}
+	paused := pausedSpans(marks, settle)
+	for _, span := range paused {
+		if n := countIn(waits, span); n > 0 {
+			t.Errorf("%d waits began in a pause of the wait probes", n)
+		}
+		if countIn(sleeps, span) == 0 {
+			t.Errorf("no sleep seen in a pause of the wait probes (%v): they were to be kept", time.Duration(span[1]-span[0]))
+		}
+	}
+	if len(paused) < 2 {
+		t.Fatalf("%d pauses of the wait probes in %d markers, want 2 or more", len(paused), len(marks))
+	}
+	if last := marks[len(marks)-1]; last.Args[0] != 0 {
+		t.Errorf("last marker %+v: want the waits probed for good (Args[0] 0)", last)
+	}
+	seenThroughout(t, waits, kept, 40, on)
+}
+
+// marksAndWaits are pid's launch-probe markers, and the starts of its
+// main thread's Python waits.
+func marksAndWaits(evs []events.Event, pid int) (marks []events.Event, waits []uint64) {
+	for _, e := range evs {
 		switch {
 		case e.Kind == events.KindLaunchProbes && e.PID == uint32(pid):
 			marks = append(marks, e)
 		case e.Kind == events.KindPyWait && e.TID == uint32(pid):
 			waits = append(waits, e.Start)
-		case e.Kind == events.KindPyWait && e.Name == "clock_nanosleep":
-			sleeps = append(sleeps, e.Start)
 		}
 	}
-	// Off stretches: from an off marker (with the waits) to the next marker.
-	offs := 0
+	return marks, waits
+}
+
+// pausedSpans are the stretches in which the markers say the Python wait
+// probes were paused: from an off marker carrying them (Args[0] 1),
+// settle later (the links close in the background), to the next marker.
+func pausedSpans(marks []events.Event, settle time.Duration) [][2]uint64 {
+	var out [][2]uint64
 	for i, m := range marks {
-		if m.Out != 0 || m.Args[0] != 1 || i+1 == len(marks) {
-			continue
-		}
-		offs++
-		from, to := m.End+uint64(settle), marks[i+1].End // the links close in the background
-		seen := 0
-		for _, w := range waits {
-			if w >= from && w < to {
-				t.Errorf("a wait began %v into a pause of the wait probes", time.Duration(w-m.End))
-			}
-		}
-		for _, w := range sleeps {
-			if w >= from && w < to {
-				seen++
-			}
-		}
-		if seen == 0 {
-			t.Errorf("no sleep seen in a pause of the wait probes (%v): they were to be kept", time.Duration(to-from))
+		if m.Out == 0 && m.Args[0] == 1 && i+1 < len(marks) {
+			out = append(out, [2]uint64{m.End + uint64(settle), marks[i+1].End})
 		}
 	}
-	if offs < 2 {
-		t.Fatalf("%d pauses of the wait probes in %d markers, want 2 or more", offs, len(marks))
+	return out
+}
+
+// countIn counts the times in [span[0], span[1]).
+func countIn(times []uint64, span [2]uint64) int {
+	n := 0
+	for _, x := range times {
+		if x >= span[0] && x < span[1] {
+			n++
+		}
 	}
-	if last := marks[len(marks)-1]; last.Args[0] != 0 {
-		t.Errorf("last marker %+v: want the waits probed for good (Args[0] 0)", last)
-	}
-	// Kept: waits seen all along, no gap of a pause.
+	return n
+}
+
+// seenThroughout checks that waits were seen all along after from: at
+// least least of them, none more than gap apart.
+func seenThroughout(t *testing.T, starts []uint64, from uint64, least int, gap time.Duration) {
+	t.Helper()
 	var after []uint64
-	for _, w := range waits {
-		if w > kept {
+	for _, w := range starts {
+		if w > from {
 			after = append(after, w)
 		}
 	}
 	slices.Sort(after)
-	if len(after) < 40 {
-		t.Fatalf("%d waits in the %v after the probes were kept, want ~60", len(after), 2*period)
+	if len(after) < least {
+		t.Fatalf("%d waits seen after the probes were attached for good, want %d or more", len(after), least)
 	}
 	for i := 1; i < len(after); i++ {
-		if gap := time.Duration(after[i] - after[i-1]); gap > on {
-			t.Errorf("%v without a wait after the probes were kept", gap)
+		if d := time.Duration(after[i] - after[i-1]); d > gap {
+			t.Errorf("%v without a wait after the probes were attached for good", d)
 		}
 	}
 }
