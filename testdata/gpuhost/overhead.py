@@ -30,6 +30,10 @@ placed in the GPU's work, the step's own CPU or the data phase. --save FILE
 keeps the ratios, and overhead_pool.py pools those of several runs (one
 10-minute device call holds ~10 alternations; a 1% claim needs more).
 
+A configuration whose flags hold "@ranks" attaches to the job's processes
+with a rank in their environment (RANK=, torchrun's) rather than to the
+job's command: the ranks alone, not the launcher or the engines.
+
 A configuration whose flags are just "@idle" runs `sleep` for the window
 instead of gpuprof: the same "on" window with nothing attached, which
 measures what the alternation itself does to the comparison. With one, each
@@ -112,6 +116,20 @@ def tree(pid):
                     out += tree(int(child))
     except OSError:
         pass
+    return out
+
+
+def ranks():
+    """The job's processes with a rank in their environment (RANK=, as
+    torchrun sets it)."""
+    out = []
+    for p in tree(pipe.pid):
+        try:
+            with open(f"/proc/{p}/environ", "rb") as f:
+                if any(v.startswith(b"RANK=") for v in f.read().split(b"\0")):
+                    out.append(p)
+        except OSError:
+            pass
     return out
 
 
@@ -203,7 +221,12 @@ def window(name, flags):
     if flags == ["@idle"]:
         r = subprocess.Popen(pin_gpuprof + ["sleep", str(secs_)])
     elif flags is not None:
-        r = subprocess.Popen(pin_gpuprof + [args.gpuprof, "attach", "--pid", str(pipe.pid), "-d", f"{secs_}s", "-q"] + flags,
+        target = ["--pid", str(pipe.pid)]
+        if "@ranks" in flags:
+            # The job's ranks alone, not its launcher or engines.
+            target = [a for p in ranks() for a in ("--pid", str(p))]
+            flags = [f for f in flags if f != "@ranks"]
+        r = subprocess.Popen(pin_gpuprof + [args.gpuprof, "attach"] + target + ["-d", f"{secs_}s", "-q"] + flags,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     # The truth process's CPU and switches over the steady part of the
     # window: from --learn s in (an off window: 0.5 s) to 0.5 s before its end.
