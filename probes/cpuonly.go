@@ -44,25 +44,21 @@ func (s *Session) sampleCPUOnly(now time.Time) {
 	}
 }
 
-// endCPUOnly stops sampling the Python wait probes of the targets that
-// have loaded CUDA since it began, and returns the markers that say they
-// are attached again.
-func (s *Session) endCPUOnly() []events.Event {
-	var ended []*target
+// endCPUOnly attaches t's Python wait probes for good if they were
+// thinned for want of CUDA (scan calls it as it attaches a CUDA library),
+// with the marker that says so.
+func (s *Session) endCPUOnly(t *target) {
 	s.mu.Lock()
-	for _, t := range s.targets {
-		if t.sampler.cpuOnly && t.cudaReady {
-			t.sampler = launchSampler{}
-			ended = append(ended, t)
-		}
+	if !t.sampler.cpuOnly {
+		s.mu.Unlock()
+		return
 	}
+	t.sampler = launchSampler{}
 	s.mu.Unlock()
-	var marks []events.Event
-	for _, t := range ended {
-		s.resumePythonWaits(t)
-		now := monotonicNow() // once they are in place
-		marks = append(marks, events.Event{Kind: events.KindLaunchProbes, PID: uint32(t.pid), Start: now, End: now, Out: 1})
-		s.cfg.Log.Debug("Python wait probes attached for good: CUDA loaded", "pid", t.pid)
-	}
-	return marks
+	s.resumePythonWaits(t)
+	now := monotonicNow() // once they are in place
+	s.mu.Lock()
+	s.addMarksLocked(events.Event{Kind: events.KindLaunchProbes, PID: uint32(t.pid), Start: now, End: now, Out: 1})
+	s.mu.Unlock()
+	s.cfg.Log.Debug("Python wait probes attached for good: CUDA loaded", "pid", t.pid)
 }

@@ -299,12 +299,14 @@ func (s *Session) scan(t *target) ([]LibraryPlan, error) {
 				return added, err
 			}
 		}
+		cuda := lp.Layer == cudaapi.LayerRuntime || lp.Layer == cudaapi.LayerDriver
 		s.mu.Lock()
 		t.libs[f.Key()] = lib
-		if lp.Layer == cudaapi.LayerRuntime || lp.Layer == cudaapi.LayerDriver {
-			t.cudaReady = true
-		}
+		t.cudaReady = t.cudaReady || cuda
 		s.mu.Unlock()
+		if cuda {
+			s.endCPUOnly(t)
+		}
 		added = append(added, lp)
 		s.cfg.Log.Debug("attached", "pid", t.pid, "file", f.Path, "probes", len(lp.Probes))
 	}
@@ -478,9 +480,8 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 		attached := s.rescan(rescan)
 		attached = append(attached, s.followChildren()...)
 		attached = append(attached, s.followNamed()...)
-		marks := s.endCPUOnly()
 		s.sampleCPUOnly(time.Now())
-		if marks = append(marks, s.sampleLaunches(time.Now())...); len(marks) > 0 {
+		if marks := s.sampleLaunches(time.Now()); len(marks) > 0 {
 			s.mu.Lock()
 			s.addMarksLocked(marks...)
 			s.mu.Unlock()

@@ -83,15 +83,15 @@ func (f *profileFlags) correlateConfig() correlate.Config {
 // found: long enough to hold whole steps of most loops.
 const launchOn = time.Second
 
-// launchCycle is the cycle of launch sampling for --launch-duty: counted
-// launchOn of every period. A launch-heavy job pays ~0.5 µs a launch while
-// they are counted.
 // cpuOnlyAfter is how long a Python process runs with no CUDA library
 // before its wait probes are thinned (probes.Config.CPUOnlyAfter): a
 // trainer importing torch loads CUDA within seconds, and its waits until
 // then give no step.
 const cpuOnlyAfter = 5 * time.Second
 
+// launchCycle is the cycle of launch sampling for --launch-duty: counted
+// launchOn of every period. A launch-heavy job pays ~0.5 µs a launch while
+// they are counted.
 func launchCycle(duty float64) (period, on time.Duration) {
 	if duty <= 0 {
 		return time.Duration(math.MaxInt64), 0

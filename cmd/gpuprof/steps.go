@@ -124,7 +124,7 @@ func (s *stepper) add(e *events.Event) {
 	}
 	if len(steps) > 0 && s.onWaits != nil {
 		need, ok := p.corr.WaitProbesNeeded()
-		if key := fmt.Sprint(need, ok); ok && key != p.waitNeeds {
+		if key := fmt.Sprint(need); ok && key != p.waitNeeds {
 			p.waitNeeds = key
 			s.onWaits(e.PID, need)
 		}
