@@ -234,6 +234,18 @@ func (w WaitProbes) Covers(n WaitProbes) bool {
 	return true
 }
 
+// Union is what w and n need together.
+func (w WaitProbes) Union(n WaitProbes) WaitProbes {
+	funcs := slices.Clone(w.Funcs)
+	for _, f := range n.Funcs {
+		if !slices.Contains(funcs, f) {
+			funcs = append(funcs, f)
+		}
+	}
+	slices.Sort(funcs)
+	return WaitProbes{Funcs: funcs, Writes: w.Writes || n.Writes, All: w.All || n.All}
+}
+
 // WaitProbesNeeded says which Python wait probes the process's steps need
 // (ok once they have needed nothing new for stableSteps steps, or at once
 // where they need all). The rest give no part of a step's time and may go

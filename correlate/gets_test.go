@@ -2,6 +2,7 @@ package correlate
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/gpuprof/gpuprof/events"
@@ -193,5 +194,18 @@ func TestWaitProbesCover(t *testing.T) {
 	}
 	if !(WaitProbes{Writes: true}).Covers(WaitProbes{Writes: true}) || !(WaitProbes{All: true}).Covers(WaitProbes{All: true, Writes: true}) {
 		t.Error("the same probes do not cover the same needs")
+	}
+	for _, tc := range []struct{ need, want WaitProbes }{
+		{WaitProbes{}, kept},
+		{WaitProbes{Funcs: []string{"recvmsg", "sem_timedwait"}}, WaitProbes{Funcs: []string{"clock_nanosleep", "recvmsg", "sem_timedwait"}}},
+		{WaitProbes{Writes: true}, WaitProbes{Funcs: kept.Funcs, Writes: true}},
+	} {
+		got := kept.Union(tc.need)
+		if !slices.Equal(got.Funcs, tc.want.Funcs) || got.Writes != tc.want.Writes || got.All != tc.want.All {
+			t.Errorf("%+v with %+v: %+v, want %+v", kept, tc.need, got, tc.want)
+		}
+		if !got.Covers(tc.need) || !got.Covers(kept) {
+			t.Errorf("%+v does not cover what it joins", got)
+		}
 	}
 }

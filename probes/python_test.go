@@ -308,6 +308,125 @@ func TestPythonWaitsGoWithLaunchProbes(t *testing.T) {
 	seenThroughout(t, waits, kept, 40, on)
 }
 
+// TestPythonWaitsPausedAtOnceInOffPhase: waits sampled while the launch
+// probes are off go at once, with a marker, not at the end of the next on
+// phase (here 20 s away).
+func TestPythonWaitsPausedAtOnceInOffPhase(t *testing.T) {
+	testenv.RequireRoot(t)
+	python, ok := testenv.Pythons(t)["pyenv-3.12"]
+	if !ok {
+		testenv.Skip(t, "needs pyenv's 3.12")
+	}
+	s := openSession(t)
+	pid := startScript(t, python, "queue_waits.py", "300", "0.02", "0.3", filepath.Join(t.TempDir(), "waits.jsonl"))
+	if _, err := s.Attach(pid); err != nil {
+		t.Fatal(err)
+	}
+	c := &collector{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, c.sink) }()
+	const settle = 250 * time.Millisecond
+	s.SampleLaunches(pid, 20*time.Second, 100*time.Millisecond)
+	time.Sleep(time.Second) // into the off phase
+	asked := monotonicNow()
+	if !s.SamplePythonWaits(pid, []string{"clock_nanosleep"}, false) {
+		t.Fatal("SamplePythonWaits: false")
+	}
+	time.Sleep(2 * time.Second)
+	end := monotonicNow()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	marks, waits := marksAndWaits(c.evs, pid)
+	i := slices.IndexFunc(marks, func(m events.Event) bool { return m.Out == 0 && m.Args[0] == 1 })
+	if i < 0 {
+		t.Fatalf("no marker of the waits gated in %+v", marks)
+	}
+	if m := marks[i]; m.End < asked || time.Duration(m.End-asked) > 100*time.Millisecond {
+		t.Fatalf("waits gated %v after they were sampled, want at once", time.Duration(int64(m.End)-int64(asked)))
+	}
+	span := [2]uint64{marks[i].End + uint64(settle), end}
+	if n := countIn(waits, span); n > 0 {
+		t.Errorf("%d waits began after the wait probes were paused", n)
+	}
+	var sleeps []uint64 // the producer's, kept
+	for _, e := range c.evs {
+		if e.Kind == events.KindPyWait && e.TID != uint32(pid) && e.Name == "clock_nanosleep" {
+			sleeps = append(sleeps, e.Start)
+		}
+	}
+	if n := countIn(sleeps, span); n < 20 {
+		t.Errorf("%d sleeps seen after the pause, want 20 or more: they were to be kept", n)
+	}
+	if countIn(waits, [2]uint64{asked - uint64(time.Second/2), asked}) == 0 {
+		t.Error("no wait seen before the pause: the test shows nothing")
+	}
+}
+
+// TestKeepMorePythonWaits: a wait function a step turned out to need is
+// kept attached with those kept before, the rest still paused.
+func TestKeepMorePythonWaits(t *testing.T) {
+	testenv.RequireRoot(t)
+	python, ok := testenv.Pythons(t)["pyenv-3.12"]
+	if !ok {
+		testenv.Skip(t, "needs pyenv's 3.12")
+	}
+	s := openSession(t)
+	pid := startScript(t, python, "queue_waits.py", "300", "0.02", "0.3", filepath.Join(t.TempDir(), "waits.jsonl"))
+	if _, err := s.Attach(pid); err != nil {
+		t.Fatal(err)
+	}
+	c := &collector{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, c.sink) }()
+	const settle = 250 * time.Millisecond
+	s.SampleLaunches(pid, 20*time.Second, 100*time.Millisecond)
+	time.Sleep(time.Second)
+	if !s.SamplePythonWaits(pid, []string{"clock_nanosleep"}, false) {
+		t.Fatal("SamplePythonWaits: false")
+	}
+	paused := monotonicNow()
+	time.Sleep(time.Second)
+	c.mu.Lock()
+	var names []string // the consumer's wait functions, seen before the pause
+	for _, e := range c.evs {
+		if e.Kind == events.KindPyWait && e.TID == uint32(pid) && e.End < paused && !slices.Contains(names, e.Name) {
+			names = append(names, e.Name)
+		}
+	}
+	c.mu.Unlock()
+	if len(names) == 0 {
+		t.Fatal("no wait of the consumer seen before the pause")
+	}
+	more := monotonicNow()
+	if !s.KeepMorePythonWaits(pid, names, false) {
+		t.Fatal("KeepMorePythonWaits: false")
+	}
+	time.Sleep(1500 * time.Millisecond)
+	end := monotonicNow()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	marks, waits := marksAndWaits(c.evs, pid)
+	if n := countIn(waits, [2]uint64{paused + uint64(settle), more}); n > 0 {
+		t.Errorf("%d waits of the consumer (%v) began while they were paused", n, names)
+	}
+	if n := countIn(waits, [2]uint64{more + uint64(settle), end}); n < 20 {
+		t.Errorf("%d waits of the consumer (%v) seen once kept, want 20 or more", n, names)
+	}
+	for _, m := range marks {
+		if m.End > paused && m.Args[0] != 1 {
+			t.Errorf("marker %+v after the pause: want the waits still gated (Args[0] 1)", m)
+		}
+	}
+}
+
 // marksAndWaits are pid's launch-probe markers, and the starts of its
 // main thread's Python waits.
 func marksAndWaits(evs []events.Event, pid int) (marks []events.Event, waits []uint64) {

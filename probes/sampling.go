@@ -1,6 +1,7 @@
 package probes
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -112,15 +113,23 @@ func (s *Session) SampleLaunches(pid int, period, on time.Duration) {
 }
 
 // SamplePythonWaits makes pid's Python wait probes go with its launch
-// probes from their next switch on, but for the wait functions its step
-// thread blocks in outside its gets (keep, by WaitFunc's names), the GIL's
-// with them, and the writes with writes: those stay attached. False where
-// its launches are not sampled, or it has no Python wait probes.
+// probes, but for the wait functions its step thread blocks in outside its
+// gets (keep, by WaitFunc's names), the GIL's with them, and the writes
+// with writes: those stay attached. False where its launches are not
+// sampled, or it has no Python wait probes.
+//
+// With the launch probes off now, the rest go at once, with a marker that
+// says so. Left to the next switch off, they would stay for up to a whole
+// period (the on phase ahead comes first): on the H200 host a rank's steps
+// are known ~1 s into its first off phase, so its waits were all probed
+// for the first ~12 s of every attach, which is all of a short one.
+// Called where the switches are made (Run's sink), so that no switch comes
+// between.
 func (s *Session) SamplePythonWaits(pid int, keep []string, writes bool) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	t := s.targets[pid]
 	if t == nil || !t.sampler.enabled || t.sampler.waits || t.pyLinks == nil {
+		s.mu.Unlock()
 		return false
 	}
 	t.pyKeep = pyProbeSet{}
@@ -134,6 +143,18 @@ func (s *Session) SamplePythonWaits(pid int, keep []string, writes bool) bool {
 		t.pyKeep["write"] = true
 	}
 	t.sampler.waits = true
+	off := t.sampler.off
+	if off {
+		// Stamped before the probes go, as switchLaunches stamps "off".
+		now := monotonicNow()
+		mark := events.Event{Kind: events.KindLaunchProbes, PID: uint32(pid), Start: now, End: now}
+		mark.Args[0] = 1 // launches off, waits gated
+		s.addMarksLocked(mark)
+	}
+	s.mu.Unlock()
+	if off {
+		s.pausePythonWaits(t)
+	}
 	return true
 }
 
@@ -162,22 +183,79 @@ func (s *Session) KeepPythonWaits(pid int) bool {
 	return true
 }
 
-// pausePythonWaits detaches t's Python wait probes but those kept. The
-// first time, it attaches the kept ones apart first: for a moment both
+// KeepMorePythonWaits adds wait functions (keep, by WaitFunc's names, the
+// GIL's with them) and the writes (with writes) to those pid keeps
+// attached while the rest go with its launch probes: a step needed one of
+// those paused. The rest still go: an engine's step thread that once
+// blocked in a put it had not blocked in before would otherwise bring back
+// every wait of the process for good, its resource-sharer thread's reads,
+// writes and GIL included (~2,000 a second on the H200 host, in the path
+// of every rank's get). False where its waits do not go with its launches.
+func (s *Session) KeepMorePythonWaits(pid int, keep []string, writes bool) bool {
+	s.mu.Lock()
+	t := s.targets[pid]
+	if t == nil || !t.sampler.waits || t.sampler.cpuOnly {
+		s.mu.Unlock()
+		return false
+	}
+	for _, name := range keep {
+		t.pyKeep[name] = true
+	}
+	if len(keep) > 0 {
+		t.pyKeep["gil"] = true
+	}
+	if writes {
+		t.pyKeep["write"] = true
+	}
+	paused := t.pyLinks == nil
+	s.mu.Unlock()
+	if paused {
+		s.attachKept(t) // else as the waits next pause
+	}
+	return true
+}
+
+// attachKept attaches those of t's kept wait probes not attached as kept
+// yet; false if it could not.
+func (s *Session) attachKept(t *target) bool {
+	s.mu.Lock()
+	add := pyProbeSet{}
+	for name := range t.pyKeep {
+		if !t.pyKeptNames[name] {
+			add[name] = true
+		}
+	}
+	s.mu.Unlock()
+	if len(add) == 0 {
+		return true
+	}
+	links, err := attachPython(s.objs, t.python, *t.sems, add, nil)
+	if err != nil {
+		s.cfg.Log.Warn("attach the Python wait probes kept", "pid", t.pid, "err", err)
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t.exited || s.targets[t.pid] != t {
+		closeLinks(links)
+		return false
+	}
+	if t.pyKeptNames == nil {
+		t.pyKeptNames = pyProbeSet{}
+	}
+	for name := range add {
+		t.pyKeptNames[name] = true
+	}
+	t.pyKept = append(t.pyKept, links...)
+	return true
+}
+
+// pausePythonWaits detaches t's Python wait probes but those kept. It
+// attaches the kept ones not attached apart yet first: for a moment both
 // report them, which a step counts once (waits inside waits).
 func (s *Session) pausePythonWaits(t *target) {
-	s.mu.Lock()
-	keep, kept := t.pyKeep, t.pyKept != nil
-	s.mu.Unlock()
-	if !kept && len(keep) > 0 {
-		links, err := attachPython(s.objs, t.python, *t.sems, keep, nil)
-		if err != nil {
-			s.cfg.Log.Warn("attach the Python wait probes kept", "pid", t.pid, "err", err)
-			return // all stay attached
-		}
-		s.mu.Lock()
-		t.pyKept = links
-		s.mu.Unlock()
+	if !s.attachKept(t) {
+		return // all stay attached
 	}
 	s.mu.Lock()
 	links := t.pyLinks
@@ -190,10 +268,7 @@ func (s *Session) pausePythonWaits(t *target) {
 // attached; nothing if they are attached.
 func (s *Session) resumePythonWaits(t *target) {
 	s.mu.Lock()
-	attached, except := t.pyLinks != nil, pyProbeSet(nil)
-	if t.pyKept != nil {
-		except = t.pyKeep
-	}
+	attached, except := t.pyLinks != nil, maps.Clone(t.pyKeptNames)
 	s.mu.Unlock()
 	if attached {
 		return

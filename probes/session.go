@@ -98,9 +98,10 @@ type target struct {
 	// pyLinks are the Python wait probes (libc's waits, the GIL, the
 	// interpreter's reads and writes), nil while paused; once they go with
 	// the launch probes, those the step thread needs outside its gets
-	// (pyKeep) are pyKept, attached all the time (sampling.go).
-	pyLinks, pyKept []link.Link
-	pyKeep          pyProbeSet
+	// (pyKeep) are pyKept, attached all the time (sampling.go);
+	// pyKeptNames are those pyKept holds so far.
+	pyLinks, pyKept     []link.Link
+	pyKeep, pyKeptNames pyProbeSet
 }
 
 type attachedLib struct {

@@ -169,27 +169,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 			sess.SampleLaunches(int(a.PID), period, on)
 		}
 	}
-	// The Python wait probes a process's steps need (its step thread's
-	// waits outside whole gets) stay; the rest go with its launch probes.
-	// A step that needs one of the rest brings them all back for good. (A
-	// boundary that moves starts the count afresh: that needs nothing new.)
-	given, kept := map[uint32]correlate.WaitProbes{}, map[uint32]bool{}
-	st.onWaits = func(pid uint32, need correlate.WaitProbes) {
-		g, sampled := given[pid]
-		switch {
-		case kept[pid]:
-		case !sampled:
-			if !need.All && sess.SamplePythonWaits(int(pid), need.Funcs, need.Writes) {
-				given[pid] = need
-				slog.Debug("Python wait probes go with the launch probes", "pid", pid, "kept", need.Funcs, "writes kept", need.Writes)
-			}
-		case g.Covers(need):
-		case sess.KeepPythonWaits(int(pid)):
-			kept[pid] = true
-			slog.Info("Python wait probes kept attached: a step waited where they had been paused", "pid", pid,
-				"needs", need.Funcs, "writes", need.Writes, "all", need.All, "kept", g.Funcs)
-		}
-	}
+	st.onWaits = newWaitKeeper(sess).need
 	var trace *events.TraceWriter
 	if f.record != "" {
 		h := events.TraceHeader{Version: version, NoLaunchCounts: f.noLaunches}

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"log/slog"
+
+	"github.com/gpuprof/gpuprof/correlate"
+)
+
+// waitSampler is what the wait keeper drives (probes.Session).
+type waitSampler interface {
+	SamplePythonWaits(pid int, keep []string, writes bool) bool
+	KeepMorePythonWaits(pid int, keep []string, writes bool) bool
+	KeepPythonWaits(pid int) bool
+}
+
+// waitKeeper keeps each process's Python wait probes its steps need (its
+// step thread's waits outside whole gets) attached, and lets the rest go
+// with its launch probes. A step that needs one of the rest has it kept
+// too; one that needs all (an engine thread) brings them all back for
+// good. (A boundary that moves starts the count afresh: that needs
+// nothing new.)
+type waitKeeper struct {
+	sess  waitSampler
+	given map[uint32]correlate.WaitProbes // kept, by PID, once sampled
+	all   map[uint32]bool                 // all attached for good
+}
+
+func newWaitKeeper(sess waitSampler) *waitKeeper {
+	return &waitKeeper{sess: sess, given: map[uint32]correlate.WaitProbes{}, all: map[uint32]bool{}}
+}
+
+// need takes what pid's steps need now (correlate.Correlator.WaitProbesNeeded).
+func (k *waitKeeper) need(pid uint32, need correlate.WaitProbes) {
+	g, sampled := k.given[pid]
+	switch {
+	case k.all[pid]:
+	case !sampled:
+		if !need.All && k.sess.SamplePythonWaits(int(pid), need.Funcs, need.Writes) {
+			k.given[pid] = need
+			slog.Debug("Python wait probes go with the launch probes", "pid", pid, "kept", need.Funcs, "writes kept", need.Writes)
+		}
+	case g.Covers(need):
+	case !need.All:
+		more := g.Union(need)
+		if k.sess.KeepMorePythonWaits(int(pid), more.Funcs, more.Writes) {
+			k.given[pid] = more
+			slog.Info("Python wait probes kept attached: a step waited in one that had been paused", "pid", pid,
+				"kept", more.Funcs, "writes kept", more.Writes, "were", g.Funcs)
+		}
+	case k.sess.KeepPythonWaits(int(pid)):
+		k.all[pid] = true
+		slog.Info("Python wait probes all kept attached: a step needs them all", "pid", pid, "kept before", g.Funcs)
+	}
+}
