@@ -120,11 +120,11 @@ func (s *Session) SampleLaunches(pid int, period, on time.Duration) {
 //
 // With the launch probes off now, the rest go at once, with a marker that
 // says so. Left to the next switch off, they would stay for up to a whole
-// period (the on phase ahead comes first): on the H200 host a rank's steps
-// are known ~1 s into its first off phase, so its waits were all probed
-// for the first ~12 s of every attach, which is all of a short one.
-// Called where the switches are made (Run's sink), so that no switch comes
-// between.
+// period more (the on phase ahead comes first), and the needs take 16
+// steps to be known: a loop slower than ~16 steps a second learns them
+// after its first on phase of 1 s, and kept every wait probed for ~10 s
+// more. Called where the switches are made (Run's sink), so that no
+// switch comes between.
 func (s *Session) SamplePythonWaits(pid int, keep []string, writes bool) bool {
 	s.mu.Lock()
 	t := s.targets[pid]
