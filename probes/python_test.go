@@ -308,38 +308,50 @@ func TestPythonWaitsGoWithLaunchProbes(t *testing.T) {
 	seenThroughout(t, waits, kept, 40, on)
 }
 
-// TestPythonWaitsPausedAtOnceInOffPhase: waits sampled while the launch
-// probes are off go at once, with a marker, not at the end of the next on
-// phase (here 20 s away).
-func TestPythonWaitsPausedAtOnceInOffPhase(t *testing.T) {
+// inOffPhase starts queue_waits.py (a consumer blocking ~20 ms a get, a
+// producer sleeping between puts), attaches, runs the session, and samples
+// its launches 100 ms in every 20 s; it returns a second later, in the off
+// phase, with what stops the session.
+func inOffPhase(t *testing.T) (s *Session, pid int, c *collector, stop func()) {
+	t.Helper()
 	testenv.RequireRoot(t)
 	python, ok := testenv.Pythons(t)["pyenv-3.12"]
 	if !ok {
 		testenv.Skip(t, "needs pyenv's 3.12")
 	}
-	s := openSession(t)
-	pid := startScript(t, python, "queue_waits.py", "300", "0.02", "0.3", filepath.Join(t.TempDir(), "waits.jsonl"))
+	s = openSession(t)
+	pid = startScript(t, python, "queue_waits.py", "300", "0.02", "0.3", filepath.Join(t.TempDir(), "waits.jsonl"))
 	if _, err := s.Attach(pid); err != nil {
 		t.Fatal(err)
 	}
-	c := &collector{}
+	c = &collector{}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx, c.sink) }()
-	const settle = 250 * time.Millisecond
+	t.Cleanup(cancel)
 	s.SampleLaunches(pid, 20*time.Second, 100*time.Millisecond)
-	time.Sleep(time.Second) // into the off phase
+	time.Sleep(time.Second)
+	return s, pid, c, func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestPythonWaitsPausedAtOnceInOffPhase: waits sampled while the launch
+// probes are off go at once, with a marker, not at the end of the next on
+// phase (here 20 s away).
+func TestPythonWaitsPausedAtOnceInOffPhase(t *testing.T) {
+	s, pid, c, stop := inOffPhase(t)
+	const settle = 250 * time.Millisecond
 	asked := monotonicNow()
 	if !s.SamplePythonWaits(pid, []string{"clock_nanosleep"}, false) {
 		t.Fatal("SamplePythonWaits: false")
 	}
 	time.Sleep(2 * time.Second)
 	end := monotonicNow()
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	marks, waits := marksAndWaits(c.evs, pid)
 	i := slices.IndexFunc(marks, func(m events.Event) bool { return m.Out == 0 && m.Args[0] == 1 })
 	if i < 0 {
@@ -369,24 +381,8 @@ func TestPythonWaitsPausedAtOnceInOffPhase(t *testing.T) {
 // TestKeepMorePythonWaits: a wait function a step turned out to need is
 // kept attached with those kept before, the rest still paused.
 func TestKeepMorePythonWaits(t *testing.T) {
-	testenv.RequireRoot(t)
-	python, ok := testenv.Pythons(t)["pyenv-3.12"]
-	if !ok {
-		testenv.Skip(t, "needs pyenv's 3.12")
-	}
-	s := openSession(t)
-	pid := startScript(t, python, "queue_waits.py", "300", "0.02", "0.3", filepath.Join(t.TempDir(), "waits.jsonl"))
-	if _, err := s.Attach(pid); err != nil {
-		t.Fatal(err)
-	}
-	c := &collector{}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx, c.sink) }()
+	s, pid, c, stop := inOffPhase(t)
 	const settle = 250 * time.Millisecond
-	s.SampleLaunches(pid, 20*time.Second, 100*time.Millisecond)
-	time.Sleep(time.Second)
 	if !s.SamplePythonWaits(pid, []string{"clock_nanosleep"}, false) {
 		t.Fatal("SamplePythonWaits: false")
 	}
@@ -409,10 +405,7 @@ func TestKeepMorePythonWaits(t *testing.T) {
 	}
 	time.Sleep(1500 * time.Millisecond)
 	end := monotonicNow()
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	marks, waits := marksAndWaits(c.evs, pid)
 	if n := countIn(waits, [2]uint64{paused + uint64(settle), more}); n > 0 {
 		t.Errorf("%d waits of the consumer (%v) began while they were paused", n, names)
