@@ -169,7 +169,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 			sess.SampleLaunches(int(a.PID), period, on)
 		}
 	}
-	st.onWaits = newWaitKeeper(sess).need
+	st.onWaits = newWaitKeeper(sess, slog.Default()).need
 	var trace *events.TraceWriter
 	if f.record != "" {
 		h := events.TraceHeader{Version: version, NoLaunchCounts: f.noLaunches}

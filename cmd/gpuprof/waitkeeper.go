@@ -21,12 +21,13 @@ type waitSampler interface {
 // nothing new.)
 type waitKeeper struct {
 	sess  waitSampler
+	log   *slog.Logger
 	given map[uint32]correlate.WaitProbes // kept, by PID, once sampled
 	all   map[uint32]bool                 // all attached for good
 }
 
-func newWaitKeeper(sess waitSampler) *waitKeeper {
-	return &waitKeeper{sess: sess, given: map[uint32]correlate.WaitProbes{}, all: map[uint32]bool{}}
+func newWaitKeeper(sess waitSampler, log *slog.Logger) *waitKeeper {
+	return &waitKeeper{sess: sess, log: log, given: map[uint32]correlate.WaitProbes{}, all: map[uint32]bool{}}
 }
 
 // need takes what pid's steps need now (correlate.Correlator.WaitProbesNeeded).
@@ -37,18 +38,18 @@ func (k *waitKeeper) need(pid uint32, need correlate.WaitProbes) {
 	case !sampled:
 		if !need.All && k.sess.SamplePythonWaits(int(pid), need.Funcs, need.Writes) {
 			k.given[pid] = need
-			slog.Debug("Python wait probes go with the launch probes", "pid", pid, "kept", need.Funcs, "writes kept", need.Writes)
+			k.log.Debug("Python wait probes go with the launch probes", "pid", pid, "kept", need.Funcs, "writes kept", need.Writes)
 		}
 	case g.Covers(need):
 	case !need.All:
 		more := g.Union(need)
 		if k.sess.KeepMorePythonWaits(int(pid), more.Funcs, more.Writes) {
 			k.given[pid] = more
-			slog.Info("Python wait probes kept attached: a step waited in one that had been paused", "pid", pid,
+			k.log.Info("Python wait probes kept attached: a step waited in one that had been paused", "pid", pid,
 				"kept", more.Funcs, "writes kept", more.Writes, "were", g.Funcs)
 		}
 	case k.sess.KeepPythonWaits(int(pid)):
 		k.all[pid] = true
-		slog.Info("Python wait probes all kept attached: a step needs them all", "pid", pid, "kept before", g.Funcs)
+		k.log.Info("Python wait probes all kept attached: a step needs them all", "pid", pid, "kept before", g.Funcs)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"slices"
 	"testing"
 
@@ -31,7 +32,7 @@ func (f *fakeWaits) KeepPythonWaits(pid int) bool {
 // only a need of all brings all back, for good.
 func TestWaitKeeper(t *testing.T) {
 	f := &fakeWaits{}
-	k := newWaitKeeper(f)
+	k := newWaitKeeper(f, slog.New(slog.DiscardHandler))
 	sleep := correlate.WaitProbes{Funcs: []string{"clock_nanosleep"}}
 	put := correlate.WaitProbes{Funcs: []string{"sem_timedwait"}}
 	k.need(7, correlate.WaitProbes{All: true}) // engine threads: nothing sampled
