@@ -34,6 +34,10 @@ A configuration whose flags hold "@ranks" attaches to the job's processes
 with a rank in their environment (RANK=, torchrun's) rather than to the
 job's command: the ranks alone, not the launcher or the engines.
 
+A configuration whose flags hold "@bin=PATH" runs the gpuprof at PATH
+instead of GPUPROF: two builds measured in turn in one run, so that the
+job's drift cancels between them as it does between on and off.
+
 A configuration whose flags are just "@idle" runs `sleep` for the window
 instead of gpuprof: the same "on" window with nothing attached, which
 measures what the alternation itself does to the comparison. With one, each
@@ -226,7 +230,9 @@ def window(name, flags):
             # The job's ranks alone, not its launcher or engines.
             target = [a for p in ranks() for a in ("--pid", str(p))]
             flags = [f for f in flags if f != "@ranks"]
-        r = subprocess.Popen(pin_gpuprof + [args.gpuprof, "attach"] + target + ["-d", f"{secs_}s", "-q"] + flags,
+        binary = next((f.removeprefix("@bin=") for f in flags if f.startswith("@bin=")), args.gpuprof)
+        flags = [f for f in flags if not f.startswith("@bin=")]
+        r = subprocess.Popen(pin_gpuprof + [binary, "attach"] + target + ["-d", f"{secs_}s", "-q"] + flags,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     # The truth process's CPU and switches over the steady part of the
     # window: from --learn s in (an off window: 0.5 s) to 0.5 s before its end.
