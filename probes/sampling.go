@@ -133,15 +133,7 @@ func (s *Session) SamplePythonWaits(pid int, keep []string, writes bool) bool {
 		return false
 	}
 	t.pyKeep = pyProbeSet{}
-	for _, name := range keep {
-		t.pyKeep[name] = true
-	}
-	if len(keep) > 0 {
-		t.pyKeep["gil"] = true // the tails of those waits
-	}
-	if writes {
-		t.pyKeep["write"] = true
-	}
+	addKept(t.pyKeep, keep, writes)
 	t.sampler.waits = true
 	off := t.sampler.off
 	if off {
@@ -198,21 +190,27 @@ func (s *Session) KeepMorePythonWaits(pid int, keep []string, writes bool) bool 
 		s.mu.Unlock()
 		return false
 	}
-	for _, name := range keep {
-		t.pyKeep[name] = true
-	}
-	if len(keep) > 0 {
-		t.pyKeep["gil"] = true
-	}
-	if writes {
-		t.pyKeep["write"] = true
-	}
+	addKept(t.pyKeep, keep, writes)
 	paused := t.pyLinks == nil
 	s.mu.Unlock()
 	if paused {
 		s.attachKept(t) // else as the waits next pause
 	}
 	return true
+}
+
+// addKept adds to set the wait functions keep names, the GIL's with them
+// (the tails of those waits), and the writes with writes.
+func addKept(set pyProbeSet, keep []string, writes bool) {
+	for _, name := range keep {
+		set[name] = true
+	}
+	if len(keep) > 0 {
+		set["gil"] = true
+	}
+	if writes {
+		set["write"] = true
+	}
 }
 
 // attachKept attaches those of t's kept wait probes not attached as kept
