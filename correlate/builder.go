@@ -459,21 +459,17 @@ func (b *builder) measureWaits(s *Step, waits []item, writes [][2]uint64, dataEn
 // thread's first wait in it on, and the steps before need what the gets
 // then cover.
 type waitNeeds struct {
-	recent []stepNeeds // the latest steps', oldest first
-	stable int         // steps in a row that needed nothing the ones before them did not
+	recent []WaitProbes // the latest steps' needs, oldest first
+	stable int          // steps in a row that needed nothing the ones before them did not
+	all    WaitProbes   // what recent need together, the functions sorted
 }
 
 // needStepsKept is how many steps' needs are kept.
 const needStepsKept = 16
 
-type stepNeeds struct {
-	funcs  []string
-	writes bool
-}
-
 // note adds a step's waits (in start order).
 func (n *waitNeeds) note(waits []item, leadInAtWrite bool) {
-	step := stepNeeds{writes: leadInAtWrite}
+	step := WaitProbes{Writes: leadInAtWrite}
 	var gets [][2]uint64
 	for i := range waits {
 		e := &waits[i].ev
@@ -481,36 +477,25 @@ func (n *waitNeeds) note(waits []item, leadInAtWrite bool) {
 			gets = append(gets, [2]uint64{e.Start, e.End})
 			continue
 		}
-		if e.Kind != events.KindPyWait || slices.Contains(step.funcs, e.Name) ||
+		if e.Kind != events.KindPyWait || slices.Contains(step.Funcs, e.Name) ||
 			slices.ContainsFunc(gets, func(g [2]uint64) bool { return g[0] <= e.Start && e.End <= g[1] }) {
 			continue
 		}
-		step.funcs = append(step.funcs, e.Name)
+		step.Funcs = append(step.Funcs, e.Name)
 	}
-	funcs, writes := n.needs()
-	if step.writes && !writes || slices.ContainsFunc(step.funcs, func(f string) bool { return !slices.Contains(funcs, f) }) {
-		n.stable = 0
-	} else {
+	if n.all.Covers(step) {
 		n.stable++
+	} else {
+		n.stable = 0
 	}
 	n.recent = append(n.recent, step)
 	if len(n.recent) > needStepsKept {
 		n.recent = slices.Delete(n.recent, 0, 1)
 	}
-}
-
-// needs is what the latest steps need together, the functions sorted.
-func (n *waitNeeds) needs() (funcs []string, writes bool) {
+	n.all = WaitProbes{}
 	for _, s := range n.recent {
-		writes = writes || s.writes
-		for _, f := range s.funcs {
-			if !slices.Contains(funcs, f) {
-				funcs = append(funcs, f)
-			}
-		}
+		n.all = n.all.Union(s)
 	}
-	slices.Sort(funcs)
-	return funcs, writes
 }
 
 // outermost sums the readings that no other reading of the step contains,

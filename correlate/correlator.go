@@ -259,8 +259,7 @@ func (c *Correlator) WaitProbesNeeded() (WaitProbes, bool) {
 	case c.b.needs.stable < stableSteps || len(c.b.needs.recent) < needStepsKept:
 		return WaitProbes{}, false
 	}
-	funcs, writes := c.b.needs.needs()
-	return WaitProbes{Funcs: funcs, Writes: writes}, true
+	return c.b.needs.all, true
 }
 
 // Anchor returns the step boundary in use, once found.
