@@ -63,6 +63,9 @@ func attachPrograms(objs *bpf.Objects, pid int, lp LibraryPlan, progs ...Program
 			l, err = ex.UprobeMulti(nil, objs.ApiEntry, opts)
 		case ProgReturn:
 			l, err = ex.UretprobeMulti(nil, objs.ApiReturn, opts)
+			if err == nil {
+				l = returnLink{l}
+			}
 		case ProgLaunch:
 			l, err = ex.UprobeMulti(nil, objs.LaunchEntry, opts)
 		case ProgLibLoad:

@@ -314,7 +314,7 @@ func attachPython(objs *bpf.Objects, p *PythonPlan, sems SemaphorePlan, only, ex
 			closeLinks(links)
 			return nil, fmt.Errorf("attach %s return probes in %s: %w", set.what, set.file.Path, err)
 		}
-		links = append(links, ret)
+		links = append(links, returnLink{ret})
 	}
 	return links, nil
 }

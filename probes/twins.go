@@ -31,6 +31,15 @@ import (
 //     a window of twinEvidence runtime calls had at most 1 in
 //     twinDirectShare as many straight to the driver; calls made straight
 //     to the driver after that are not seen.
+//   - the runtime's too for event calls that reach the driver underneath,
+//     where more than that share of records go straight to it and no
+//     elapsed-time read does. Such records are a library's own, made
+//     through a runtime linked into it (NCCL's: three a collective,
+//     ~51 a step on each H200 DDP rank's autograd thread, more than
+//     torch's own 40), and no step's timing: a loop timing itself reads
+//     elapsed times. Every one of them trapped on the thread that
+//     launches the backward pass; the runtime's probes time torch's
+//     records at one trap each, as the driver's did.
 //
 // A window with more direct calls than that starts a new one: NCCL's
 // direct copies while it connects the ranks only delay the decision.
@@ -106,6 +115,9 @@ func splitTwins(lp LibraryPlan) (rest LibraryPlan, twins map[string]LibraryPlan)
 type twinTally struct {
 	window  [2]uint64 // this window's calls: [0] timed by the runtime, [1] straight to the driver
 	runtime uint64    // runtime calls since attach
+	// directReads: elapsed-time reads straight to the driver since
+	// attach; any keeps the direct records probed (twinVerdict).
+	directReads uint64
 }
 
 // twinCounts are one process's tallies by twin group; nil once decided.
@@ -134,6 +146,9 @@ func (c twinCounts) count(ev *events.Event, sampledD2D bool) {
 		n.runtime++
 	case cudaapi.LayerDriver:
 		n.window[1]++
+		if a.Class == cudaapi.ClassElapsed {
+			n.directReads++
+		}
 	}
 }
 
@@ -147,16 +162,20 @@ const (
 	twinRestart             // too many direct calls this window: count again
 )
 
-// twinVerdict decides a group at the end of a window: seen are the
+// twinVerdict decides group g at the end of a window: seen are the
 // driver twins counted underneath the group's runtime calls since attach,
 // undirected whether any was a copy without a direction.
-func twinVerdict(n twinTally, seen uint64, undirected bool) twinLayer {
+func twinVerdict(g string, n twinTally, seen uint64, undirected bool) twinLayer {
+	few := n.window[1]*twinDirectShare <= n.window[0] // calls straight to the driver
 	switch {
 	case n.window[0] < twinEvidence:
 		return twinUndecided
 	case !undirected && seen*1000 >= n.runtime*twinSeenShare:
+		if g == "event calls" && !few && n.directReads == 0 {
+			return twinRuntime // a library's own records (above)
+		}
 		return twinDriver
-	case n.window[1]*twinDirectShare <= n.window[0]:
+	case few:
 		return twinRuntime
 	}
 	return twinRestart
@@ -207,7 +226,7 @@ func (s *Session) decideTwins(t *target) {
 		if n == nil {
 			continue
 		}
-		layer := twinVerdict(*n, seen[g], g == "copies" && undirected)
+		layer := twinVerdict(g, *n, seen[g], g == "copies" && undirected)
 		switch layer {
 		case twinUndecided:
 			continue
@@ -221,8 +240,8 @@ func (s *Session) decideTwins(t *target) {
 			s.cfg.Log.Info("CUDA runtime probes detached: the driver's time these calls and those made straight to it",
 				"pid", t.pid, "calls", g, "runtime", n.runtime, "seen in the driver", seen[g])
 		case twinRuntime:
-			s.cfg.Log.Info("driver probes detached: the CUDA runtime's probes time these calls", "pid", t.pid, "calls", g,
-				"runtime", n.window[0], "straight to the driver", n.window[1])
+			s.cfg.Log.Info("driver probes detached: the CUDA runtime's probes time these calls, those made straight to the driver go unseen",
+				"pid", t.pid, "calls", g, "runtime", n.window[0], "straight to the driver", n.window[1])
 		}
 		gone = append(gone, settleTwins(t, g, layer)...)
 		counts[g] = nil

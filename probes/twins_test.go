@@ -2,6 +2,7 @@ package probes
 
 import (
 	"log/slog"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -17,9 +18,10 @@ import (
 
 func TestTwinVerdict(t *testing.T) {
 	for _, c := range []struct {
-		runtime, direct, seen uint64
-		undirected            bool
-		want                  twinLayer
+		group                       string
+		runtime, direct, seen, read uint64
+		undirected                  bool
+		want                        twinLayer
 	}{
 		{runtime: twinEvidence - 1, seen: twinEvidence - 1},               // too soon
 		{runtime: twinEvidence, seen: twinEvidence, want: twinDriver},     // every runtime call reached the driver
@@ -31,10 +33,16 @@ func TestTwinVerdict(t *testing.T) {
 		{runtime: 1000, direct: 11, seen: 1000, want: twinDriver},         // the driver sees them all anyway
 		{runtime: twinEvidence, direct: 146, want: twinRestart},           // NCCL connecting DDP's ranks: try again
 		{runtime: twinEvidence - 1, direct: 5000, seen: twinEvidence - 1}, // driver-only so far: wait
+		// A DDP rank: NCCL's own records outnumber torch's, no elapsed-time read among them.
+		{group: "event calls", runtime: 1000, direct: 1300, seen: 1000, want: twinRuntime},
+		{group: "event calls", runtime: 1000, direct: 1300, seen: 1000, read: 1, want: twinDriver}, // something times itself there
+		{group: "event calls", runtime: 1000, direct: 10, seen: 1000, want: twinDriver},            // as cheap at either layer
+		{group: "copies", runtime: 1000, direct: 1300, seen: 1000, want: twinDriver},               // direct copies may be a step's data
 	} {
-		n := twinTally{window: [2]uint64{c.runtime, c.direct}, runtime: c.runtime}
-		if got := twinVerdict(n, c.seen, c.undirected); got != c.want {
-			t.Errorf("runtime %d, direct %d, seen %d, undirected %v: %v, want %v", c.runtime, c.direct, c.seen, c.undirected, got, c.want)
+		n := twinTally{window: [2]uint64{c.runtime, c.direct}, runtime: c.runtime, directReads: c.read}
+		if got := twinVerdict(c.group, n, c.seen, c.undirected); got != c.want {
+			t.Errorf("%q: runtime %d, direct %d (%d reads), seen %d, undirected %v: %v, want %v",
+				c.group, c.runtime, c.direct, c.read, c.seen, c.undirected, got, c.want)
 		}
 	}
 }
@@ -72,6 +80,54 @@ func TestSplitTwins(t *testing.T) {
 	}
 }
 
+// settledTwins starts the demo with args, attaches to it, and returns
+// its twin groups' layers 3 s later (long enough for ~200 stream syncs,
+// one a step), failing where a group is still undecided.
+func settledTwins(t *testing.T, s *Session, args ...string) map[string]twinLayer {
+	t.Helper()
+	d := startDemo(t, args...)
+	waitForFile(t, d.PID(), "libcuda.so.1")
+	if _, err := s.Attach(d.PID()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runFor(t, s, 3*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	counts, layers := s.twinCalls[d.PID()], s.twinLayers[d.PID()]
+	for _, g := range []string{"copies", "syncs", "event calls"} {
+		if n, ok := counts[g]; !ok || n != nil {
+			t.Errorf("%s: undecided after 3 s (counts %v)", g, n)
+		}
+	}
+	for _, l := range s.targets[d.PID()].libs {
+		if len(l.twins) != 0 {
+			t.Errorf("%s: twin groups %v still attached apart", l.plan.File.Path, slices.Collect(maps.Keys(l.twins)))
+		}
+	}
+	return maps.Clone(layers)
+}
+
+// twinCalls counts the copies, syncs and event calls reported in c, in
+// all and by the runtime's probes, and the calls of api.
+func twinCalls(c *collector, api string) (reported, runtime, of int) {
+	for _, e := range c.evs {
+		a, ok := cudaapi.ByID(e.API)
+		if e.Kind != events.KindCall || !ok || twinGroup(a) == "" {
+			continue
+		}
+		reported++
+		if a.Layer == cudaapi.LayerRuntime {
+			runtime++
+		}
+		if a.Name == api {
+			of++
+		}
+	}
+	return reported, runtime, of
+}
+
 // TestTwinsSettleOnTheDriver: the demo's copies (each with its
 // direction), syncs and event calls all reach the driver under the
 // runtime, so once it has made enough of each the runtime's probes of
@@ -84,29 +140,11 @@ func TestTwinsSettleOnTheDriver(t *testing.T) {
 		t.Fatalf("BPF statistics: %v", err)
 	}
 	defer st.Close()
-	d := startDemo(t, "--steps", "600", "--start-delay", "0.3")
-	waitForFile(t, d.PID(), "libcuda.so.1")
-	if _, err := s.Attach(d.PID()); err != nil {
-		t.Fatal(err)
-	}
-	// Long enough for ~200 stream syncs, one a step.
-	if _, err := runFor(t, s, 3*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	s.mu.Lock()
-	counts, layers := s.twinCalls[d.PID()], s.twinLayers[d.PID()]
-	left := 0
-	for _, l := range s.targets[d.PID()].libs {
-		left += len(l.twins)
-	}
-	s.mu.Unlock()
+	layers := settledTwins(t, s, "--steps", "600", "--start-delay", "0.3")
 	for _, g := range []string{"copies", "syncs", "event calls"} {
-		if n, ok := counts[g]; !ok || n != nil || layers[g] != twinDriver {
-			t.Errorf("%s: %v after 3 s (counts %v), want the driver's", g, layers[g], n)
+		if layers[g] != twinDriver {
+			t.Errorf("%s: %v, want the driver's", g, layers[g])
 		}
-	}
-	if left != 0 {
-		t.Errorf("%d twin groups still attached", left)
 	}
 	objs := s.Objects()
 	before, _ := objs.ApiEntry.Stats()
@@ -117,18 +155,7 @@ func TestTwinsSettleOnTheDriver(t *testing.T) {
 	}
 	after, _ := objs.ApiEntry.Stats()
 	afterInstant, _ := objs.ApiInstant.Stats()
-	reported, runtime := 0, 0
-	for _, e := range c.evs {
-		if e.Kind != events.KindCall {
-			continue
-		}
-		if a, ok := cudaapi.ByID(e.API); ok && twinGroup(a) != "" {
-			reported++
-			if a.Layer == cudaapi.LayerRuntime {
-				runtime++
-			}
-		}
-	}
+	reported, runtime, _ := twinCalls(c, "")
 	if reported < 300 || runtime != 0 {
 		t.Fatalf("%d copies, syncs and event calls reported in a second (%d by the runtime), want the demo's ~600, all by the driver", reported, runtime)
 	}
@@ -137,6 +164,33 @@ func TestTwinsSettleOnTheDriver(t *testing.T) {
 	runs := after.RunCount - before.RunCount + afterInstant.RunCount - beforeInstant.RunCount
 	if float64(runs) > 1.3*float64(reported) {
 		t.Errorf("%d entry program runs for %d calls: the runtime's probes still trap", runs, reported)
+	}
+}
+
+// TestLibraryRecordsSettleOnTheRuntime: the demo with 20 event records a
+// step made straight to the driver, as NCCL's own runtime makes around
+// each collective. Its event calls settle on the runtime, whose probes
+// time its own records and elapsed-time reads, and the direct records go
+// unseen, while its copies and syncs settle on the driver as before.
+func TestLibraryRecordsSettleOnTheRuntime(t *testing.T) {
+	s := openSession(t)
+	layers := settledTwins(t, s, "--steps", "600", "--start-delay", "0.3", "--direct-records", "20")
+	want := map[string]twinLayer{"copies": twinDriver, "syncs": twinDriver, "event calls": twinRuntime}
+	for g, l := range want {
+		if layers[g] != l {
+			t.Errorf("%s: %v, want %v", g, layers[g], l)
+		}
+	}
+	c, err := runFor(t, s, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, records := twinCalls(c, "cudaEventRecordWithFlags")
+	_, _, reads := twinCalls(c, "cudaEventElapsedTime")
+	_, _, direct := twinCalls(c, "cuEventRecord")
+	// ~100 steps a second: two records and a read each, and 20 direct.
+	if reads < 30 || records < 2*reads-2 || direct != 0 {
+		t.Errorf("in a second: %d runtime records, %d elapsed-time reads, %d direct records; want two records a read, no direct record", records, reads, direct)
 	}
 }
 

@@ -540,15 +540,17 @@ func TestNativeProbesPreset(t *testing.T) {
 // TestChildrenEachWithTheirSteps starts a launcher that runs two trainers
 // as ranks 0 and 1 (torchrun's environment), follows them with --children,
 // and holds each one's steps to its own log: each step labelled with its
-// rank, the job view naming the slower rank.
+// rank, the job view naming the slower rank. Like DDP ranks, each makes
+// event records of its own runtime's straight to the driver (NCCL's), so
+// its event calls settle on the runtime mid-run.
 func TestChildrenEachWithTheirSteps(t *testing.T) {
 	testenv.RequireRoot(t)
 	dir := testenv.Fixtures(t)
 	tmp := t.TempDir()
 	steps := filepath.Join(tmp, "steps.jsonl")
 	trainer := filepath.Join(dir, "demo-trainer")
-	launcher := fmt.Sprintf(`sleep 0.5; export WORLD_SIZE=2; RANK=0 LOCAL_RANK=0 %s --steps 150 --truth %s/a.jsonl --data-ms 2 & `+
-		`RANK=1 LOCAL_RANK=1 %s --steps 100 --truth %s/b.jsonl --compute-ms 9 & wait`, trainer, tmp, trainer, tmp)
+	launcher := fmt.Sprintf(`sleep 0.5; export WORLD_SIZE=2; RANK=0 LOCAL_RANK=0 %s --steps 150 --truth %s/a.jsonl --data-ms 2 --direct-records 50 & `+
+		`RANK=1 LOCAL_RANK=1 %s --steps 100 --truth %s/b.jsonl --compute-ms 9 --direct-records 50 & wait`, trainer, tmp, trainer, tmp)
 	r := gpuprof(t, "run", "-q", "--children", "--jsonl", steps, "--", "sh", "-c", launcher)
 	if r.code != 0 {
 		t.Fatalf("run: %+v", r)

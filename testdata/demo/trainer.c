@@ -11,6 +11,9 @@
  * events, a 4-byte device-to-host copy of the loss and a stream sync (like
  * loss.item()), then the time between the events. Meanwhile --engines
  * threads keep streams of their own busy, as NCCL or prefetch threads do.
+ * --direct-records N adds N event records a step made straight to the
+ * driver, as NCCL's own statically linked runtime makes around each
+ * collective.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -79,13 +82,14 @@ struct options {
 	double data_ms, compute_ms, step_pause_ms;
 	int kernels;
 	int events; /* --timing events (1) or none (0) */
+	int direct_records;
 };
 
 static const char usage[] =
 	"usage: demo-trainer [--steps N] [--truth PATH] [--libdir DIR] [--start-delay S]\n"
 	"                    [--load-delay S] [--thread-delay S] [--engines K] [--data-ms F]\n"
 	"                    [--compute-ms F] [--kernels N] [--timing events|none]\n"
-	"                    [--step-pause-ms F]\n"
+	"                    [--step-pause-ms F] [--direct-records N]\n"
 	"Order: sleep --load-delay, load the libraries, allocate and start the engine\n"
 	"threads, sleep --thread-delay, start the training thread, which sleeps\n"
 	"--start-delay and then runs the steps.\n";
@@ -126,6 +130,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{"kernels", required_argument, NULL, 'k'},
 		{"timing", required_argument, NULL, 't'},
 		{"step-pause-ms", required_argument, NULL, 'p'},
+		{"direct-records", required_argument, NULL, 'r'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -153,6 +158,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 		case 'c': o->compute_ms = parse_num(name, optarg, 0, 1e6); break;
 		case 'k': o->kernels = parse_int(name, optarg, 0, 1000000); break;
 		case 'p': o->step_pause_ms = parse_num(name, optarg, 0, 1e6); break;
+		case 'r': o->direct_records = parse_int(name, optarg, 0, 1000000); break;
 		case 't':
 			if (strcmp(optarg, "events") != 0 && strcmp(optarg, "none") != 0)
 				fail(2, "bad value for --timing: '%s' (want events or none)",
@@ -176,7 +182,8 @@ static void parse_options(int argc, char **argv, struct options *o)
 	X(cudaMallocHost) X(cudaFreeHost) X(cudaLaunchKernel) X(cudaMemcpyAsync)            \
 	X(cudaStreamSynchronize) X(cudaEventCreate) X(cudaEventDestroy)                     \
 	X(cudaEventRecordWithFlags) X(cudaEventElapsedTime) X(cudaDeviceSynchronize)
-#define DRIVER_FUNCS(X) X(cuModuleGetFunction) X(cuLaunchKernelEx)
+#define DRIVER_FUNCS(X) \
+	X(cuModuleGetFunction) X(cuLaunchKernelEx) X(cuEventCreate) X(cuEventRecord)
 
 static struct {
 #define FIELD(name) __typeof__(&name) name;
@@ -269,6 +276,7 @@ struct trainer {
 	FILE *truth;
 	cudaStream_t stream;
 	cudaEvent_t begin, end;
+	CUevent collective; /* recorded straight to the driver (--direct-records) */
 	void *dev_in[2], *host_in[2], *dev_loss, *host_loss;
 	CUfunction gemm; /* looked up through the driver, as cuBLAS does */
 	struct engine *engines;
@@ -290,6 +298,7 @@ static void setup(struct trainer *t)
 	CHECK(cu.cuModuleGetFunction(&t->gemm, NULL, "demo_gemm_kernel"));
 	CHECK(cu.cudaEventCreate(&t->begin));
 	CHECK(cu.cudaEventCreate(&t->end));
+	CHECK(cu.cuEventCreate(&t->collective, 0));
 
 	t->engines = calloc((size_t)t->o->engines + 1, sizeof(*t->engines));
 	if (t->engines == NULL)
@@ -381,6 +390,8 @@ static void train_step(struct trainer *t, int step)
 	if (o->events)
 		CHECK(cu.cudaEventRecordWithFlags(t->begin, t->stream, 0));
 	queued_ns = launch_compute(t);
+	for (i = 0; i < o->direct_records; i++)
+		CHECK(cu.cuEventRecord(t->collective, (CUstream)t->stream));
 	if (o->events)
 		CHECK(cu.cudaEventRecordWithFlags(t->end, t->stream, 0));
 	CHECK(cu.cudaMemcpyAsync(t->host_loss, t->dev_loss, LOSS_BYTES, cudaMemcpyDeviceToHost,
