@@ -454,7 +454,8 @@ func (b *builder) measureWaits(s *Step, waits []item, writes [][2]uint64, dataEn
 // waitNeeds is what the step thread's latest steps, of those whose
 // waits were probed all through, need of the Python wait probes: the wait
 // functions it blocked in outside whole gets (waits inside one are part of
-// the get, which times them), and whether a lead-in ended at a write.
+// the get, which times them), and the writes where the loop logs as it
+// steps (writeStepsNeeded of them had their lead-in end at a write).
 // Only the latest needStepsKept count: a whole get is watched from its
 // thread's first wait in it on, and the steps before need what the gets
 // then cover.
@@ -466,6 +467,15 @@ type waitNeeds struct {
 
 // needStepsKept is how many steps' needs are kept.
 const needStepsKept = 16
+
+// writeStepsNeeded is how many of the latest steps must have had their
+// lead-in end at a write for the writes to be needed. A write probe
+// traps at every write of every thread of the process: an H200 engine
+// process whose main thread printed once in ~180 iterations kept them,
+// and its resource-sharer thread, answering each get of two DDP ranks,
+// then reported ~760 writes a second. Without them such a step's lead-in
+// is counted as step time, which a median does not see.
+const writeStepsNeeded = needStepsKept / 4
 
 // note adds a step's waits (in start order).
 func (n *waitNeeds) note(waits []item, leadInAtWrite bool) {
@@ -483,18 +493,24 @@ func (n *waitNeeds) note(waits []item, leadInAtWrite bool) {
 		}
 		step.Funcs = append(step.Funcs, e.Name)
 	}
-	if n.all.Covers(step) {
-		n.stable++
-	} else {
-		n.stable = 0
-	}
 	n.recent = append(n.recent, step)
 	if len(n.recent) > needStepsKept {
 		n.recent = slices.Delete(n.recent, 0, 1)
 	}
+	before := n.all
 	n.all = WaitProbes{}
+	writes := 0
 	for _, s := range n.recent {
-		n.all = n.all.Union(s)
+		n.all = n.all.Union(WaitProbes{Funcs: s.Funcs})
+		if s.Writes {
+			writes++
+		}
+	}
+	n.all.Writes = writes >= writeStepsNeeded
+	if before.Covers(n.all) {
+		n.stable++
+	} else {
+		n.stable = 0
 	}
 }
 

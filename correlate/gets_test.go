@@ -95,12 +95,18 @@ func TestWaitsGoWithLaunchProbes(t *testing.T) {
 		sleeps  int // the steps before this one sleep before their get
 		needs   string
 		offFrom int // the marker that pauses the waits (with the launches), before this iteration
+		writes  int // a logging write begins every writes-th step
 	}{
-		{"waits inside gets", 0, "[] false true", 40},
-		{"a sleep outside", 70, "[clock_nanosleep] false true", 0},
+		{"waits inside gets", 0, "[] false true", 40, 0},
+		{"a sleep outside", 70, "[clock_nanosleep] false true", 0, 0},
 		// Only the latest steps count: a get is watched from its thread's
 		// first wait in it on, and the steps before need what it covers.
-		{"a sleep outside the first steps", 20, "[] false true", 0},
+		{"a sleep outside the first steps", 20, "[] false true", 0, 0},
+		{"a loop logging each step", 0, "[] true true", 0, 1},
+		{"a loop logging every 4th step", 0, "[] true true", 0, 4},
+		// A print now and then: its steps' lead-in is not worth a probe
+		// on every write of every thread.
+		{"a print in one step of 20", 0, "[] false true", 0, 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := newThread(100, 101, 0)
@@ -122,6 +128,11 @@ func TestWaitsGoWithLaunchProbes(t *testing.T) {
 					tr.evs = append(tr.evs, events.Event{Kind: events.KindPyWait, PID: 100, TID: 101, Start: tr.t, End: tr.t + 200*us,
 						Frames: sleep, Name: "clock_nanosleep"})
 					tr.t += 200 * us
+				}
+				if tc.writes > 0 && i%tc.writes == 0 {
+					tr.idle(20 * us)
+					tr.evs = append(tr.evs, events.Event{Kind: events.KindWrite, PID: 100, TID: 101, Start: tr.t, End: tr.t + 5*us})
+					tr.t += 5 * us
 				}
 				start := tr.t
 				tr.idle(30 * us)

@@ -20,6 +20,9 @@ import (
 // count as compute. The compute-mode traces were recorded with attach's
 // whole gets (get=py:multiprocessing.queues:Queue.get), as the logs time
 // them: a tensor rebuilt from shared memory in a get is dispatch wait.
+// engine-ddp-two-ranks-sampled (170c7fb, 300 steps) goes past the ranks'
+// first switch off: their waits paused with the launch probes, their
+// event calls timed by the runtime's probes, NCCL's own records unseen.
 func TestReplayRanks(t *testing.T) {
 	traces, _ := filepath.Glob(filepath.Join(testenv.Root(), "testdata/traces/h200x2-ranks/*.trace.jsonl.gz"))
 	if len(traces) == 0 {

@@ -80,11 +80,14 @@ ap.add_argument("--job", default="", help="a job command line instead of spec_pi
 ap.add_argument("--truth", default="truth.jsonl", help="with --job: the truth file in {out} whose steps are counted")
 ap.add_argument("--save", default="", help="write each configuration's steady on/off ratios here (JSON), for overhead_pool.py")
 ap.add_argument("--learn", type=float, default=3.0, help="seconds of each on window left out of 'steady' (gpuprof finding the steps)")
+ap.add_argument("--logs", default="", help="keep each on window's gpuprof log (GPUPROF_LOG=debug) and summary in this directory")
 args, extra = ap.parse_known_args()
 configs = [(c.split("=", 1)[0], c.split("=", 1)[1].split() if "=" in c else []) for c in args.config]
 if not configs:
     configs = [(" ".join(extra) or "default", extra)]
 secs, LEARN = args.seconds, args.learn
+if args.logs:
+    os.makedirs(args.logs, exist_ok=True)
 off_secs = args.off_seconds or secs
 tick = os.sysconf("SC_CLK_TCK")
 tmp = tempfile.mkdtemp()
@@ -232,8 +235,13 @@ def window(name, flags):
             flags = [f for f in flags if f != "@ranks"]
         binary = next((f.removeprefix("@bin=") for f in flags if f.startswith("@bin=")), args.gpuprof)
         flags = [f for f in flags if not f.startswith("@bin=")]
-        r = subprocess.Popen(pin_gpuprof + [binary, "attach"] + target + ["-d", f"{secs_}s", "-q"] + flags,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        cmd = pin_gpuprof + [binary, "attach"] + target + ["-d", f"{secs_}s", "-q"] + flags
+        if args.logs:
+            base = os.path.join(args.logs, f"w{len(spans) + 1:03d}-{name}")
+            with open(base + ".out", "w") as out, open(base + ".log", "w") as log:
+                r = subprocess.Popen(cmd, stdout=out, stderr=log, text=True, env=dict(os.environ, GPUPROF_LOG="debug"))
+        else:
+            r = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     # The truth process's CPU and switches over the steady part of the
     # window: from --learn s in (an off window: 0.5 s) to 0.5 s before its end.
     samples = []
@@ -438,6 +446,40 @@ elif LEARN < secs - 0.5:
     for col, what in ((1, "CPU a step"), (2, "context switches a step")):
         print_floor(stats, col, f" of {what}")
     print("  " + "  ".join(f"{n} {c:.2f} ms {w:.0f} sw" for n, c, w in stats))
+
+
+def profile(name, bin_s=1.0):
+    """name's step rate in bins of bin_s from each of its windows' start,
+    over the mean rate of the off windows either side, median over its
+    windows: where in a window the cost is (the attach and learning, the
+    sampled on phases, the steady state between them)."""
+    stats = measure(0.5)
+    bins = {}
+    for i, (n, a, b, *_) in enumerate(spans):
+        if n != name or i == 0 or i + 1 >= len(spans):
+            continue
+        off = (stats[i - 1][1] + stats[i + 1][1]) / 2
+        if not off == off:
+            continue
+        ts = [r["t_end_ns"] for r in rows if a <= r["t_end_ns"] < ends[i]]
+        for k in range(int((ends[i] - a) / 1e9 / bin_s)):
+            lo, hi = a + int(k * bin_s * 1e9), a + int((k + 1) * bin_s * 1e9)
+            sel = [t for t in ts if lo <= t < hi]
+            if len(sel) > 2:
+                bins.setdefault(k, []).append((len(sel) - 1) / ((sel[-1] - sel[0]) / 1e9) / off)
+    return [(k * bin_s, statistics.median(v), len(v)) for k, v in sorted(bins.items())]
+
+
+for name, flags in configs:
+    prof = profile(name)
+    if prof:
+        print(f"{name}: step rate on/off by second since attach (median over windows): " +
+              " ".join(f"{t:.0f}s {pct(x)}" for t, x, _ in prof))
 if args.save:
     with open(args.save, "w") as f:
-        json.dump({"mode": args.mode, "seconds": secs, "off_seconds": off_secs, "learn": LEARN, "configs": saved}, f)
+        json.dump({"mode": args.mode, "seconds": secs, "off_seconds": off_secs, "learn": LEARN, "configs": saved,
+                   # Enough to measure the run again another way: each
+                   # window's name, start, end and nominal end, and the
+                   # end of each step logged.
+                   "windows": [(n, a, b, e) for (n, a, b, *_), e in zip(spans, ends)],
+                   "step_ends": [r["t_end_ns"] for r in rows if "t_end_ns" in r]}, f)
