@@ -32,10 +32,11 @@ func closeLinks(links []link.Link) error {
 }
 
 // closeAtOnce closes links all at once, in no order: for a detach, where
-// no event is read any more, and for each of closeLinks' waves. Each close waits for the kernel to see no CPU inside its
-// probes (below): one after another, the ~30 links of a DDP job's three
-// processes took ~15 s to detach on the H200 host, the job paying for
-// the probes not yet closed.
+// no event is read any more, and for each of closeLinks' waves. Each
+// close waits for the kernel to see no CPU inside its probes (below): one
+// after another, the ~30 links of a DDP job's three processes took ~15 s
+// to detach on the H200 host, the job paying for the probes not yet
+// closed.
 func closeAtOnce(links []link.Link) error {
 	errs := make([]error, len(links))
 	var wg sync.WaitGroup
