@@ -161,6 +161,9 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	gw.follow = sess.Follow
 	// Once steps are found, launches need counting only part of the time.
 	st.onAnchor = func(first bool, a correlate.Anchor) {
+		// Timed, for telling a late boundary from a steady cost
+		// (overhead.py --logs); the live line says it untimed.
+		slog.Debug("step boundary", "pid", a.PID, "tid", a.TID, "calls", a.Calls, "first", first)
 		sess.SetStepThread(int(a.PID), a.TID)
 		// A job whose boundary is a device-to-device copy keeps them, and
 		// so the launches, probed all the time.
