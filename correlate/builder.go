@@ -501,11 +501,16 @@ func (n *waitNeeds) note(waits []item, leadInAtWrite bool) {
 	n.all = WaitProbes{}
 	writes := 0
 	for _, s := range n.recent {
-		n.all = n.all.Union(WaitProbes{Funcs: s.Funcs})
+		for _, f := range s.Funcs {
+			if !slices.Contains(n.all.Funcs, f) {
+				n.all.Funcs = append(n.all.Funcs, f)
+			}
+		}
 		if s.Writes {
 			writes++
 		}
 	}
+	slices.Sort(n.all.Funcs)
 	n.all.Writes = writes >= writeStepsNeeded
 	if before.Covers(n.all) {
 		n.stable++

@@ -234,6 +234,11 @@ func (w WaitProbes) Covers(n WaitProbes) bool {
 	return true
 }
 
+// Equal says whether w and n need the same probes.
+func (w WaitProbes) Equal(n WaitProbes) bool {
+	return w.Writes == n.Writes && w.All == n.All && slices.Equal(w.Funcs, n.Funcs)
+}
+
 // Union is what w and n need together.
 func (w WaitProbes) Union(n WaitProbes) WaitProbes {
 	funcs := slices.Clone(w.Funcs)

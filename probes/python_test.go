@@ -284,12 +284,7 @@ func TestPythonWaitsGoWithLaunchProbes(t *testing.T) {
 		t.Fatal(err)
 	}
 	marks, waits := marksAndWaits(c.evs, pid) // the consumer's waits
-	var sleeps []uint64                       // the producer's
-	for _, e := range c.evs {
-		if e.Kind == events.KindPyWait && e.TID != uint32(pid) && e.Name == "clock_nanosleep" {
-			sleeps = append(sleeps, e.Start)
-		}
-	}
+	sleeps := producerSleeps(c.evs, pid)
 	paused := pausedSpans(marks, settle)
 	for _, span := range paused {
 		if n := countIn(waits, span); n > 0 {
@@ -364,13 +359,7 @@ func TestPythonWaitsPausedAtOnceInOffPhase(t *testing.T) {
 	if n := countIn(waits, span); n > 0 {
 		t.Errorf("%d waits began after the wait probes were paused", n)
 	}
-	var sleeps []uint64 // the producer's, kept
-	for _, e := range c.evs {
-		if e.Kind == events.KindPyWait && e.TID != uint32(pid) && e.Name == "clock_nanosleep" {
-			sleeps = append(sleeps, e.Start)
-		}
-	}
-	if n := countIn(sleeps, span); n < 20 {
+	if n := countIn(producerSleeps(c.evs, pid), span); n < 20 {
 		t.Errorf("%d sleeps seen after the pause, want 20 or more: they were to be kept", n)
 	}
 	if countIn(waits, [2]uint64{asked - uint64(time.Second/2), asked}) == 0 {
@@ -432,6 +421,17 @@ func marksAndWaits(evs []events.Event, pid int) (marks []events.Event, waits []u
 		}
 	}
 	return marks, waits
+}
+
+// producerSleeps are the starts of queue_waits.py's producer's sleeps
+// (the threads of pid but its main one), which the tests keep probed.
+func producerSleeps(evs []events.Event, pid int) (starts []uint64) {
+	for _, e := range evs {
+		if e.Kind == events.KindPyWait && e.TID != uint32(pid) && e.Name == "clock_nanosleep" {
+			starts = append(starts, e.Start)
+		}
+	}
+	return starts
 }
 
 // pausedSpans are the stretches in which the markers say the Python wait

@@ -233,9 +233,9 @@ func (s *Session) attachKept(t *target) bool {
 		return false
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if t.exited || s.targets[t.pid] != t {
-		closeLinks(links)
+		s.mu.Unlock()
+		closeLinks(links) // waits for the kernel: not under mu
 		return false
 	}
 	if t.pyKeptNames == nil {
@@ -245,6 +245,7 @@ func (s *Session) attachKept(t *target) bool {
 		t.pyKeptNames[name] = true
 	}
 	t.pyKept = append(t.pyKept, links...)
+	s.mu.Unlock()
 	return true
 }
 

@@ -37,7 +37,8 @@ type stepper struct {
 type procSteps struct {
 	corr      *correlate.Correlator
 	anchor    correlate.Anchor
-	waitNeeds string // corr.WaitProbesNeeded as onWaits was last told
+	waitNeeds correlate.WaitProbes // corr.WaitProbesNeeded as onWaits was last told
+	waitsTold bool                 // onWaits was told of pid at all
 }
 
 func newStepper(f *profileFlags, live *report.Live) (*stepper, error) {
@@ -124,8 +125,8 @@ func (s *stepper) add(e *events.Event) {
 	}
 	if len(steps) > 0 && s.onWaits != nil {
 		need, ok := p.corr.WaitProbesNeeded()
-		if key := fmt.Sprint(need); ok && key != p.waitNeeds {
-			p.waitNeeds = key
+		if ok && (!p.waitsTold || !need.Equal(p.waitNeeds)) {
+			p.waitNeeds, p.waitsTold = need, true
 			s.onWaits(e.PID, need)
 		}
 	}

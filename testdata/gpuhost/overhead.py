@@ -296,6 +296,12 @@ def field_medians(sel):
     return out
 
 
+def step_rate(ends):
+    """Steps a second: the count of steps less one over the time from the
+    first's end to the last's (nan with fewer than three)."""
+    return (len(ends) - 1) / ((ends[-1] - ends[0]) / 1e9) if len(ends) > 2 else float("nan")
+
+
 def measure(skip_on):
     stats = []
     for (name, a, b, cpu, own, _), end in zip(spans, ends):
@@ -303,7 +309,7 @@ def measure(skip_on):
         # detaches, which is no steady state (it is reported apart).
         a, b = a + int((skip_on if name != "off" else 0.5) * 1e9), min(b, end) - 500_000_000
         sel = [r for r in rows if a <= r["t_end_ns"] < b]
-        rate = (len(sel) - 1) / ((sel[-1]["t_end_ns"] - sel[0]["t_end_ns"]) / 1e9) if len(sel) > 2 else float("nan")
+        rate = step_rate([r["t_end_ns"] for r in sel])
         st = statistics.median(r["step_time"] for r in sel) if sel else float("nan")
         stats.append((name, rate, st, field_medians(sel)))
     return stats
@@ -464,9 +470,9 @@ def profile(name, bin_s=1.0):
         ts = [r["t_end_ns"] for r in rows if a <= r["t_end_ns"] < ends[i]]
         for k in range(int((ends[i] - a) / 1e9 / bin_s)):
             lo, hi = a + int(k * bin_s * 1e9), a + int((k + 1) * bin_s * 1e9)
-            sel = [t for t in ts if lo <= t < hi]
-            if len(sel) > 2:
-                bins.setdefault(k, []).append((len(sel) - 1) / ((sel[-1] - sel[0]) / 1e9) / off)
+            rate = step_rate([t for t in ts if lo <= t < hi])
+            if rate == rate:
+                bins.setdefault(k, []).append(rate / off)
     return [(k * bin_s, statistics.median(v), len(v)) for k, v in sorted(bins.items())]
 
 
