@@ -49,7 +49,7 @@ func TestCPUOnlyWaitsThinnedUntilCUDA(t *testing.T) {
 	paused := pausedSpans(marks, settle)
 	for _, span := range paused {
 		if n := countIn(waits, span); n > 0 {
-			t.Errorf("%d waits began in a pause of the wait probes", n)
+			t.Errorf("%d waits began in a pause of the wait probes, %v after its marker", n, offsetsIn(waits, span, settle))
 		}
 	}
 	if len(paused) < 2 {

@@ -458,6 +458,18 @@ func countIn(times []uint64, span [2]uint64) int {
 	return n
 }
 
+// offsetsIn are the times in a paused span (pausedSpans) as offsets from
+// the marker that began it, settle before the span: for a failure's
+// message, to tell a slow detach from a probe left attached.
+func offsetsIn(times []uint64, span [2]uint64, settle time.Duration) (out []time.Duration) {
+	for _, x := range times {
+		if x >= span[0] && x < span[1] {
+			out = append(out, time.Duration(x-span[0])+settle)
+		}
+	}
+	return out
+}
+
 // seenThroughout checks that waits were seen all along after from: at
 // least least of them, none more than gap apart.
 func seenThroughout(t *testing.T, starts []uint64, from uint64, least int, gap time.Duration) {
