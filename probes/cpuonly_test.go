@@ -21,13 +21,14 @@ func TestCPUOnlyWaitsThinnedUntilCUDA(t *testing.T) {
 	}
 	libdir := testenv.Fixtures(t)
 	cfg := DefaultConfig()
-	const period, on, settle = 600 * time.Millisecond, 150 * time.Millisecond, 250 * time.Millisecond
+	const period, on = 600 * time.Millisecond, 150 * time.Millisecond
 	cfg.CPUOnlyAfter, cfg.CPUOnlyPeriod, cfg.CPUOnlyOn = 300*time.Millisecond, period, on
 	s, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	closes := watchPauses(s)
 	// CUDA loaded 2.5 s in, 4.5 s in all.
 	pid := startScript(t, python, "late_cuda.py", libdir, "2.5", "4.5")
 	if _, err := s.Attach(pid); err != nil {
@@ -46,10 +47,10 @@ func TestCPUOnlyWaitsThinnedUntilCUDA(t *testing.T) {
 			loaded = e.End
 		}
 	}
-	paused := pausedSpans(marks, settle)
+	paused := pausedSpans(marks, closes, pid)
 	for _, span := range paused {
 		if n := countIn(waits, span); n > 0 {
-			t.Errorf("%d waits began in a pause of the wait probes, %v after its marker", n, offsetsIn(waits, span, settle))
+			t.Errorf("%d waits began in a pause of the wait probes, %v after they were closed", n, offsetsIn(waits, span))
 		}
 	}
 	if len(paused) < 2 {

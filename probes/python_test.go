@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -253,6 +254,7 @@ func TestPythonWaitsGoWithLaunchProbes(t *testing.T) {
 		testenv.Skip(t, "needs pyenv's 3.12")
 	}
 	s := openSession(t)
+	closes := watchPauses(s)
 	// A get blocking ~20 ms, for ~8 s.
 	pid := startScript(t, python, "queue_waits.py", "400", "0.02", "0.3", filepath.Join(t.TempDir(), "waits.jsonl"))
 	if _, err := s.Attach(pid); err != nil {
@@ -268,7 +270,7 @@ func TestPythonWaitsGoWithLaunchProbes(t *testing.T) {
 	if s.SamplePythonWaits(pid, keep, false) {
 		t.Fatal("Python waits sampled before the launches are")
 	}
-	const period, on, settle = 600 * time.Millisecond, 150 * time.Millisecond, 250 * time.Millisecond
+	const period, on = 600 * time.Millisecond, 150 * time.Millisecond
 	s.SampleLaunches(pid, period, on)
 	if !s.SamplePythonWaits(pid, keep, false) {
 		t.Fatal("SamplePythonWaits: false")
@@ -285,10 +287,10 @@ func TestPythonWaitsGoWithLaunchProbes(t *testing.T) {
 	}
 	marks, waits := marksAndWaits(c.evs, pid) // the consumer's waits
 	sleeps := producerSleeps(c.evs, pid)
-	paused := pausedSpans(marks, settle)
+	paused := pausedSpans(marks, closes, pid)
 	for _, span := range paused {
 		if n := countIn(waits, span); n > 0 {
-			t.Errorf("%d waits began in a pause of the wait probes", n)
+			t.Errorf("%d waits began in a pause of the wait probes, %v after they were closed", n, offsetsIn(waits, span))
 		}
 		if countIn(sleeps, span) == 0 {
 			t.Errorf("no sleep seen in a pause of the wait probes (%v): they were to be kept", time.Duration(span[1]-span[0]))
@@ -306,8 +308,8 @@ func TestPythonWaitsGoWithLaunchProbes(t *testing.T) {
 // inOffPhase starts queue_waits.py (a consumer blocking ~20 ms a get, a
 // producer sleeping between puts), attaches, runs the session, and samples
 // its launches 100 ms in every 20 s; it returns a second later, in the off
-// phase, with what stops the session.
-func inOffPhase(t *testing.T) (s *Session, pid int, c *collector, stop func()) {
+// phase, with the pauses' closes recorded and what stops the session.
+func inOffPhase(t *testing.T) (s *Session, pid int, c *collector, closes *pauseCloses, stop func()) {
 	t.Helper()
 	testenv.RequireRoot(t)
 	python, ok := testenv.Pythons(t)["pyenv-3.12"]
@@ -315,6 +317,7 @@ func inOffPhase(t *testing.T) (s *Session, pid int, c *collector, stop func()) {
 		testenv.Skip(t, "needs pyenv's 3.12")
 	}
 	s = openSession(t)
+	closes = watchPauses(s)
 	pid = startScript(t, python, "queue_waits.py", "300", "0.02", "0.3", filepath.Join(t.TempDir(), "waits.jsonl"))
 	if _, err := s.Attach(pid); err != nil {
 		t.Fatal(err)
@@ -326,7 +329,7 @@ func inOffPhase(t *testing.T) (s *Session, pid int, c *collector, stop func()) {
 	t.Cleanup(cancel)
 	s.SampleLaunches(pid, 20*time.Second, 100*time.Millisecond)
 	time.Sleep(time.Second)
-	return s, pid, c, func() {
+	return s, pid, c, closes, func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatal(err)
@@ -338,8 +341,7 @@ func inOffPhase(t *testing.T) (s *Session, pid int, c *collector, stop func()) {
 // probes are off go at once, with a marker, not at the end of the next on
 // phase (here 20 s away).
 func TestPythonWaitsPausedAtOnceInOffPhase(t *testing.T) {
-	s, pid, c, stop := inOffPhase(t)
-	const settle = 250 * time.Millisecond
+	s, pid, c, closes, stop := inOffPhase(t)
 	asked := monotonicNow()
 	if !s.SamplePythonWaits(pid, []string{"clock_nanosleep"}, false) {
 		t.Fatal("SamplePythonWaits: false")
@@ -355,9 +357,13 @@ func TestPythonWaitsPausedAtOnceInOffPhase(t *testing.T) {
 	if m := marks[i]; m.End < asked || time.Duration(m.End-asked) > 100*time.Millisecond {
 		t.Fatalf("waits gated %v after they were sampled, want at once", time.Duration(int64(m.End)-int64(asked)))
 	}
-	span := [2]uint64{marks[i].End + uint64(settle), end}
+	closed := closes.first(pid, marks[i].End, end)
+	if closed == 0 {
+		t.Fatalf("the wait probes were not closed in the %v after their marker", time.Duration(end-marks[i].End))
+	}
+	span := [2]uint64{closed, end}
 	if n := countIn(waits, span); n > 0 {
-		t.Errorf("%d waits began after the wait probes were paused", n)
+		t.Errorf("%d waits began after the wait probes were closed, %v after", n, offsetsIn(waits, span))
 	}
 	if n := countIn(producerSleeps(c.evs, pid), span); n < 20 {
 		t.Errorf("%d sleeps seen after the pause, want 20 or more: they were to be kept", n)
@@ -370,8 +376,7 @@ func TestPythonWaitsPausedAtOnceInOffPhase(t *testing.T) {
 // TestKeepMorePythonWaits: a wait function a step turned out to need is
 // kept attached with those kept before, the rest still paused.
 func TestKeepMorePythonWaits(t *testing.T) {
-	s, pid, c, stop := inOffPhase(t)
-	const settle = 250 * time.Millisecond
+	s, pid, c, closes, stop := inOffPhase(t)
 	if !s.SamplePythonWaits(pid, []string{"clock_nanosleep"}, false) {
 		t.Fatal("SamplePythonWaits: false")
 	}
@@ -392,14 +397,19 @@ func TestKeepMorePythonWaits(t *testing.T) {
 	if !s.KeepMorePythonWaits(pid, names, false) {
 		t.Fatal("KeepMorePythonWaits: false")
 	}
+	kept := monotonicNow() // attached again once it returns: they were paused
 	time.Sleep(1500 * time.Millisecond)
 	end := monotonicNow()
 	stop()
 	marks, waits := marksAndWaits(c.evs, pid)
-	if n := countIn(waits, [2]uint64{paused + uint64(settle), more}); n > 0 {
+	closed := closes.first(pid, paused-uint64(100*time.Millisecond), more)
+	if closed == 0 {
+		t.Fatalf("the wait probes were not closed in the %v after they were paused", time.Duration(more-paused))
+	}
+	if n := countIn(waits, [2]uint64{closed, more}); n > 0 {
 		t.Errorf("%d waits of the consumer (%v) began while they were paused", n, names)
 	}
-	if n := countIn(waits, [2]uint64{more + uint64(settle), end}); n < 20 {
+	if n := countIn(waits, [2]uint64{kept, end}); n < 20 {
 		t.Errorf("%d waits of the consumer (%v) seen once kept, want 20 or more", n, names)
 	}
 	for _, m := range marks {
@@ -434,14 +444,51 @@ func producerSleeps(evs []events.Event, pid int) (starts []uint64) {
 	return starts
 }
 
-// pausedSpans are the stretches in which the markers say the Python wait
-// probes were paused: from an off marker carrying them (Args[0] 1),
-// settle later (the links close in the background), to the next marker.
-func pausedSpans(marks []events.Event, settle time.Duration) [][2]uint64 {
+// pauseCloses are the times each pause of a process's Python wait probes
+// closed the last of them (Session.pyPaused). A pause begins there, not
+// at its marker: the links close in the background, for as long as the
+// host's load makes it (over 250 ms at times in CI).
+type pauseCloses struct {
+	mu sync.Mutex
+	at map[int][]uint64 // by process
+}
+
+// watchPauses records s's pauses; before s runs.
+func watchPauses(s *Session) *pauseCloses {
+	p := &pauseCloses{at: map[int][]uint64{}}
+	s.pyPaused = func(pid int, at uint64) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.at[pid] = append(p.at[pid], at)
+	}
+	return p
+}
+
+// first is the first close of pid's wait probes in [from, until); 0 if
+// none.
+func (p *pauseCloses) first(pid int, from, until uint64) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, at := range p.at[pid] {
+		if at >= from && at < until {
+			return at
+		}
+	}
+	return 0
+}
+
+// pausedSpans are the stretches in which pid's Python wait probes were
+// paused: from the close that followed an off marker carrying them
+// (Args[0] 1) to the next marker. A pause whose close came only after
+// the next marker has none.
+func pausedSpans(marks []events.Event, closes *pauseCloses, pid int) [][2]uint64 {
 	var out [][2]uint64
 	for i, m := range marks {
-		if m.Out == 0 && m.Args[0] == 1 && i+1 < len(marks) {
-			out = append(out, [2]uint64{m.End + uint64(settle), marks[i+1].End})
+		if m.Out != 0 || m.Args[0] != 1 || i+1 == len(marks) {
+			continue
+		}
+		if at := closes.first(pid, m.End, marks[i+1].End); at != 0 {
+			out = append(out, [2]uint64{at, marks[i+1].End})
 		}
 	}
 	return out
@@ -458,13 +505,12 @@ func countIn(times []uint64, span [2]uint64) int {
 	return n
 }
 
-// offsetsIn are the times in a paused span (pausedSpans) as offsets from
-// the marker that began it, settle before the span: for a failure's
-// message, to tell a slow detach from a probe left attached.
-func offsetsIn(times []uint64, span [2]uint64, settle time.Duration) (out []time.Duration) {
+// offsetsIn are the times in span as offsets from its start: for a
+// failure's message.
+func offsetsIn(times []uint64, span [2]uint64) (out []time.Duration) {
 	for _, x := range times {
 		if x >= span[0] && x < span[1] {
-			out = append(out, time.Duration(x-span[0])+settle)
+			out = append(out, time.Duration(x-span[0]))
 		}
 	}
 	return out

@@ -260,7 +260,13 @@ func (s *Session) pausePythonWaits(t *target) {
 	links := t.pyLinks
 	t.pyLinks = nil
 	s.mu.Unlock()
-	s.closer.close(links, nil, func(err error) { s.cfg.Log.Warn("Python wait probes not all detached", "pid", t.pid, "err", err) })
+	began := time.Now()
+	s.closer.close(links, func() {
+		s.cfg.Log.Debug("Python wait probes paused", "pid", t.pid, "links", len(links), "took", time.Since(began))
+		if s.pyPaused != nil {
+			s.pyPaused(t.pid, monotonicNow())
+		}
+	}, func(err error) { s.cfg.Log.Warn("Python wait probes not all detached", "pid", t.pid, "err", err) })
 }
 
 // resumePythonWaits attaches t's Python wait probes again, but those kept

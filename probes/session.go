@@ -58,6 +58,10 @@ type Session struct {
 	reader *ringbuf.Reader
 	drain  *drainer // reads reader, from the first Run on (drain.go)
 	closer *backgroundCloser
+	// pyPaused, where set (the tests), hears when a pause has closed the
+	// last of a process's Python wait probes, on the events' clock: the
+	// close runs in the background, for a time the host's load decides.
+	pyPaused func(pid int, at uint64)
 
 	mu           sync.Mutex
 	targets      map[int]*target
