@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Issue 5's checks on a host of two GPUs, one device call each, their
+# results packed into $OUT (the device tool brings back few files):
+#
+#   testdata/gpuhost/h200x2.sh validate [RUN...]   (default: ddp slow one)
+#   testdata/gpuhost/h200x2.sh overhead [SECONDS] [--config NAME=FLAGS]...
+#
+# validate: validate_ranks.sh's runs with DEBUG logs; validate.tgz holds
+# each run's traces, steps, truth and logs; validate.txt is what it printed.
+# overhead: overhead.py's long windows on two DDP ranks in compute mode
+# (30 s on, 6 s off, 8 s of each on window to learn), each on window's
+# gpuprof log kept (logs.tgz), the ratios saved (ovh.json, for
+# overhead_pool.py), run under `timeout SECONDS` (default 535) so that
+# the windows done are measured inside one call. Configurations default
+# to one: `default=--children`.
+# GPUPROF is the binary (default bin/gpuprof, built here and carried).
+set -u
+what=${1:?validate or overhead}
+shift
+out=${OUT:?OUT: where the results go}
+g=${GPUPROF:-bin/gpuprof}
+here=$(dirname "$0")
+nvidia-smi --query-gpu=index,name,temperature.gpu,clocks.sm,power.draw --format=csv,noheader >"$out/gpus.txt" 2>&1
+uname -r >>"$out/gpus.txt"
+case $what in
+validate)
+	runs=${*:-ddp slow one}
+	GPUPROF=$g GPUPROF_LOG=DEBUG "$here/validate_ranks.sh" /tmp/val $runs 2>&1 | tee "$out/validate.txt"
+	tar -C /tmp -czf "$out/validate.tgz" val
+	;;
+overhead)
+	secs=535
+	if [[ ${1:-} =~ ^[0-9]+$ ]]; then
+		secs=$1
+		shift
+	fi
+	configs=("$@")
+	[ ${#configs[@]} -eq 0 ] && configs=(--config default=--children)
+	mkdir -p /tmp/ovh-logs
+	timeout "$secs" python3 "$here/overhead.py" . "$g" r2-compute 40 30 --off-seconds 6 --learn 8 \
+		"${configs[@]}" --save "$out/ovh.json" --logs /tmp/ovh-logs \
+		--job "python3 $here/multi_pipeline.py --out {out} --ranks 2 --steps 100000 --mode compute" \
+		--truth truth-rank0.jsonl 2>&1 | tee "$out/overhead.txt"
+	tar -C /tmp -czf "$out/logs.tgz" ovh-logs
+	;;
+*)
+	echo "h200x2.sh: unknown check $what: say validate or overhead" >&2
+	exit 2
+	;;
+esac
