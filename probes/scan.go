@@ -1,0 +1,208 @@
+package probes
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/gpuprof/gpuprof/cudaapi"
+	"github.com/gpuprof/gpuprof/events"
+)
+
+// scan reads pid's maps and attaches to every CUDA or loader file not yet
+// attached. It returns the plans it attached.
+func (s *Session) scan(t *target) ([]LibraryPlan, error) {
+	t.lastScan = time.Now()
+	files, err := ExecutableFiles(s.cfg.ProcRoot, t.pid)
+	if err != nil {
+		if _, statErr := os.Stat(fmt.Sprintf("%s/%d", s.cfg.ProcRoot, t.pid)); statErr != nil {
+			return nil, fmt.Errorf("no process with PID %d", t.pid)
+		}
+		return nil, err
+	}
+	var added []LibraryPlan
+	for _, f := range files {
+		python := t.python == nil && isPythonFile(f.Base())
+		libc := t.sems == nil && IsLibc(f.Base())
+		user := s.userFile(f)
+		if !python && !libc && !user && cudaapi.LayerOf(f.Base()) == cudaapi.LayerNone {
+			continue
+		}
+		s.mu.Lock()
+		_, done := t.libs[f.Key()]
+		s.mu.Unlock()
+		if done {
+			continue
+		}
+		if user && cudaapi.LayerOf(f.Base()) == cudaapi.LayerNone {
+			lp, err := s.scanUser(t, f)
+			if err != nil {
+				return added, err
+			}
+			if lp != nil {
+				added = append(added, *lp)
+			}
+			continue
+		}
+		if python || libc {
+			if err := s.scanPython(t, f, python); err != nil {
+				return added, err
+			}
+			continue
+		}
+		lp, err := PlanFile(f, s.cfg.Options)
+		if err != nil {
+			return added, err
+		}
+		lp.PID = t.pid
+		calls, _ := splitSampled(lp, s.cfg.Launches)
+		rest, twins := splitTwins(calls)
+		links, err := attachPrograms(s.objs, t.pid, rest, slices.Concat(callPrograms, []Program{ProgLibLoad})...)
+		if err != nil {
+			return added, err
+		}
+		lib := &attachedLib{plan: lp, links: links}
+		if err := s.attachTwins(t, lib, twins); err != nil {
+			return added, err
+		}
+		if s.launchesOn(t) {
+			if lib.launch, err = s.attachSampled(t.pid, lp); err != nil {
+				lib.close()
+				return added, err
+			}
+		}
+		cuda := lp.Layer == cudaapi.LayerRuntime || lp.Layer == cudaapi.LayerDriver
+		s.mu.Lock()
+		t.libs[f.Key()] = lib
+		t.cudaReady = t.cudaReady || cuda
+		s.mu.Unlock()
+		if cuda {
+			s.endCPUOnly(t)
+		}
+		added = append(added, lp)
+		s.cfg.Log.Debug("attached", "pid", t.pid, "file", f.Path, "probes", len(lp.Probes))
+	}
+	if lp, err := s.attachPythonWaits(t); err != nil {
+		return added, err
+	} else if lp != nil {
+		added = append(added, *lp)
+	}
+	s.watchPythonCalls(t)
+	return added, nil
+}
+
+// userFile says whether a user-named probe may be in f.
+func (s *Session) userFile(f MappedFile) bool {
+	for _, u := range s.cfg.User {
+		if u.matchesFile(f) {
+			return true
+		}
+	}
+	return false
+}
+
+// scanUser attaches the user-named probes found in f.
+func (s *Session) scanUser(t *target, f MappedFile) (*LibraryPlan, error) {
+	probes, err := PlanUserProbes(f, s.cfg.User)
+	if err != nil {
+		return nil, err
+	}
+	lp := LibraryPlan{PID: t.pid, File: f, Layer: cudaapi.LayerUser, Probes: probes}
+	lib := &attachedLib{plan: lp}
+	if len(probes) > 0 {
+		if lib.links, err = attachPrograms(s.objs, t.pid, lp, callPrograms...); err != nil {
+			return nil, err
+		}
+	}
+	s.mu.Lock()
+	t.libs[f.Key()] = lib
+	s.mu.Unlock()
+	if len(probes) == 0 {
+		return nil, nil
+	}
+	return &lp, nil
+}
+
+// scanPython looks at a file that may hold the interpreter (python) or be
+// the C library, and remembers what it found.
+func (s *Session) scanPython(t *target, f MappedFile, python bool) error {
+	lib := &attachedLib{} // looked at
+	if python {
+		p, err := PlanPython(s.cfg.ProcRoot, t.pid, f)
+		s.cfg.Log.Debug("python", "pid", t.pid, "file", f.Path, "found", p != nil, "err", err)
+		if err != nil {
+			return err
+		}
+		if p != nil {
+			t.python = p
+			lib.plan = LibraryPlan{PID: t.pid, File: f, Python: p}
+		}
+	} else {
+		sp, err := PlanSemaphores(f)
+		if err != nil {
+			return err
+		}
+		t.sems = &sp
+	}
+	s.mu.Lock()
+	t.libs[f.Key()] = lib
+	s.mu.Unlock()
+	return nil
+}
+
+// attachPythonWaits puts the wait probes in once both the interpreter and
+// libc are known, and returns the interpreter's plan to report. A Python
+// gpuprof cannot read is reported in the plan, not as an error: CUDA
+// profiling goes on.
+func (s *Session) attachPythonWaits(t *target) (*LibraryPlan, error) {
+	p := t.python
+	if t.pyDone || p == nil || (p.Err == nil && t.sems == nil) {
+		return nil, nil
+	}
+	t.pyDone = true
+	lp := &LibraryPlan{PID: t.pid, File: p.File, Python: p}
+	if p.Err != nil || s.cfg.NoPython {
+		return lp, nil
+	}
+	links, err := attachPython(s.objs, p, *t.sems, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	now := monotonicNow()
+	s.mu.Lock()
+	t.pyLinks = links
+	s.addMarksLocked(events.Event{Kind: events.KindPyAttached, PID: uint32(t.pid), Start: now, End: now})
+	s.mu.Unlock()
+	s.startPoolLearning(t.pid, time.Now())
+	return lp, nil
+}
+
+func (s *Session) rescan(force bool) []LibraryPlan {
+	var added []LibraryPlan
+	s.mu.Lock()
+	ts := make([]*target, 0, len(s.targets))
+	for _, t := range s.targets {
+		ts = append(ts, t)
+	}
+	s.mu.Unlock()
+	for _, t := range ts {
+		if t.exited || (!force && time.Since(t.lastScan) < s.cfg.Rescan) {
+			continue
+		}
+		plans, err := s.scan(t)
+		if err != nil && !t.exited {
+			// A process that exited since the last poll (a DataLoader
+			// worker at the end of an epoch) is no failure to report.
+			s.mu.Lock()
+			gone := s.exitedNow(t)
+			t.exited = t.exited || gone
+			s.mu.Unlock()
+			if !gone {
+				s.cfg.Log.Warn("rescan failed", "pid", t.pid, "err", err)
+			}
+		}
+		added = append(added, plans...)
+	}
+	return added
+}
