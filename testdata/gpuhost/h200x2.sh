@@ -20,6 +20,14 @@ shift
 out=${OUT:?OUT: where the results go}
 g=${GPUPROF:-bin/gpuprof}
 here=$(dirname "$0")
+case $what in
+validate | overhead) ;;
+*)
+	echo "h200x2.sh: unknown check $what: say validate or overhead" >&2
+	exit 2
+	;;
+esac
+mkdir -p "$out"
 nvidia-smi --query-gpu=index,name,temperature.gpu,clocks.sm,power.draw --format=csv,noheader >"$out/gpus.txt" 2>&1
 uname -r >>"$out/gpus.txt"
 case $what in
@@ -42,9 +50,5 @@ overhead)
 		--job "python3 $here/multi_pipeline.py --out {out} --ranks 2 --steps 100000 --mode compute" \
 		--truth truth-rank0.jsonl 2>&1 | tee "$out/overhead.txt"
 	tar -C /tmp -czf "$out/logs.tgz" ovh-logs
-	;;
-*)
-	echo "h200x2.sh: unknown check $what: say validate or overhead" >&2
-	exit 2
 	;;
 esac
