@@ -30,7 +30,7 @@ func TestPythonQueueWaits(t *testing.T) {
 		for _, prog := range []struct {
 			script, file, fn string
 			gets             string
-			cover            float64 // share of each logged wait gpuprof's waits must cover
+			cover            float64 // share of the logged waits gpuprof's waits must cover (of each, 0.8 of it)
 			native           string  // a native wait that must be among them, if any
 		}{
 			{"queue_waits.py", "queue.py", "get", "12", 0.95, ""},
@@ -82,6 +82,7 @@ func TestPythonQueueWaits(t *testing.T) {
 					t.Fatal(err)
 				}
 				matched, withNative, blocking := 0, 0, 0
+				var seen, logged float64 // over the matched gets
 				for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 					var w struct {
 						Start uint64  `json:"t_start_ns"`
@@ -109,7 +110,11 @@ func TestPythonQueueWaits(t *testing.T) {
 						continue
 					}
 					matched++
-					if got < prog.cover*w.Wait || got > w.Wait {
+					seen, logged = seen+got, logged+w.Wait
+					// Each get on its own within a looser bound: a wakeup
+					// delayed on a loaded machine is the program's time,
+					// not a wait's (CI: 31.3 ms of waits in a 33.9 ms get).
+					if got < 0.8*prog.cover*w.Wait || got > w.Wait {
 						t.Errorf("waits %.4fs in all, the program measured %.4fs around them", got, w.Wait)
 					}
 					if native {
@@ -120,6 +125,9 @@ func TestPythonQueueWaits(t *testing.T) {
 				// after it, most must be seen.
 				if matched < 3 || float64(matched) < 0.8*float64(blocking) {
 					t.Fatalf("matched %d of %d blocking %ss of the program's log to gpuprof's %d waits", matched, blocking, prog.fn, len(waits))
+				}
+				if seen < prog.cover*logged {
+					t.Errorf("waits %.4fs in all in the %d gets, the program measured %.4fs around them: under %.0f%%", seen, matched, logged, 100*prog.cover)
 				}
 				// The descriptor can be there already by the time it is
 				// asked for, once the handshake has waited.

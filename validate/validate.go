@@ -168,7 +168,8 @@ type FieldResult struct {
 	Required    bool
 	Pass        bool
 	// ByFloor: passed only as a sliver of the step (off by less than tol
-	// of the period), not within tol of itself.
+	// of the period), not within tol of itself; a capacity, where its
+	// time passed so (passRatesByFloor).
 	ByFloor bool
 }
 
@@ -268,11 +269,35 @@ func Compare(truth, ours []Row, skip int, tol float64, required []string) Result
 		res.Fields = append(res.Fields, fr)
 		delete(req, name)
 	}
+	passRatesByFloor(res.Fields)
 	for name := range req {
 		res.Fields = append(res.Fields, FieldResult{Name: name, Required: true})
 	}
 	sort.Slice(res.Fields, func(i, j int) bool { return res.Fields[i].Name < res.Fields[j].Name })
 	return res
+}
+
+// rateOf names the time each capacity is the rate of: a step's samples
+// over its step_time, an engine's batch over its iteration.
+var rateOf = map[string]string{"train_capacity": "step_time", "infer_capacity": "infer_batch_time"}
+
+// passRatesByFloor passes a capacity whose time passed as a sliver of the
+// step: the two are one measure (the median of a reciprocal is the
+// reciprocal of the median), so a trainer starved of samples, whose 4 ms
+// of work in a 22 ms period is off by 0.2 ms (a data phase's end under
+// 1 ms being a line of Python), is not failed on its capacity for what
+// its step_time passed.
+func passRatesByFloor(fields []FieldResult) {
+	byName := map[string]*FieldResult{}
+	for i := range fields {
+		byName[fields[i].Name] = &fields[i]
+	}
+	for rate, time := range rateOf {
+		r, t := byName[rate], byName[time]
+		if r != nil && t != nil && !r.Pass && t.ByFloor {
+			r.Pass, r.ByFloor = true, true
+		}
+	}
 }
 
 // within returns our rows that end inside the truth's span, from its

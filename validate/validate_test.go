@@ -122,3 +122,34 @@ func TestPoolWithinOneItem(t *testing.T) {
 		t.Fatalf("pool 4 against 2 passed: %+v", res.Fields)
 	}
 }
+
+// TestCapacityPassesWithItsTime: a starved trainer's step_time, a sliver
+// of its period, passes off by 5.4% (less than 5% of the period), and its
+// train_capacity, the same measure's reciprocal, passes with it; off by
+// more than the floor, both fail.
+func TestCapacityPassesWithItsTime(t *testing.T) {
+	const period = 22_000 // ns
+	compare := func(ours float64) Result {
+		var truth, got []Row
+		for i := range 10 {
+			start := uint64(i * period)
+			truth = append(truth, Row{Step: i, Start: start, End: start + period,
+				Fields: map[string]float64{"step_time": 4e-6, "train_capacity": 4 / 4e-6}})
+			got = append(got, Row{Step: i, Start: start + 1, End: start + period + 1,
+				Fields: map[string]float64{"step_time": ours, "train_capacity": 4 / ours}})
+		}
+		return Compare(truth, got, 0, 0.05, []string{"step_time", "train_capacity"})
+	}
+	res := compare(4.216e-6) // +5.4%, 0.216 µs of a 1.1 µs floor
+	if !res.Pass() {
+		t.Fatalf("a capacity whose step_time passed by the floor failed: %+v", res.Fields)
+	}
+	for _, f := range res.Fields {
+		if f.Name != "period" && !f.ByFloor {
+			t.Errorf("%s passed within 5%% of itself (%.2f%%): the test shows nothing", f.Name, 100*f.RelErr)
+		}
+	}
+	if res := compare(5.2e-6); res.FieldsPass() { // +1.2 µs, over the floor
+		t.Fatalf("a step_time off by more than the floor passed, or its capacity: %+v", res.Fields)
+	}
+}

@@ -65,7 +65,7 @@ func compareCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	tw.Flush()
 	if floor {
-		fmt.Fprintf(stdout, "ok*: a sliver of the step, off by more than %s of itself but less than %s of the period; or a pool within one item\n", pct(*tol), pct(*tol))
+		fmt.Fprintf(stdout, "ok*: a sliver of the step, off by more than %s of itself but less than %s of the period (a capacity: its time was); or a pool within one item\n", pct(*tol), pct(*tol))
 	}
 	if !res.Pass() {
 		return fmt.Errorf("gpuprof's steps do not match the truth within %.0f%%", *tol*100)
