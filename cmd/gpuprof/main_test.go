@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -214,8 +215,10 @@ func attachToPipeline(t *testing.T, python string, args []string, flags ...strin
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { py.Process.Kill(); py.Wait() })
-	if os.Getenv("GPUPROF_TEST_KEEP") != "" {
-		// The events too, for gpuprof replay to cut again.
+	if os.Getenv("GPUPROF_TEST_KEEP") != "" && !slices.Contains(flags, "--record") {
+		// The events too, for gpuprof replay to cut again (where the
+		// test records none itself: a second --record would take the
+		// place of its own).
 		flags = append(flags, "--record", filepath.Join(t.TempDir(), "trace.jsonl.gz"))
 	}
 	keepOnFailure(t, append([]string{truth, steps}, flags...)...)
