@@ -11,7 +11,6 @@ import (
 // closeOrder records the closes of fake links.
 type closeOrder struct {
 	mu      sync.Mutex
-	closing int // entries inside Close now
 	entries int // entries closed
 	errs    []string
 }

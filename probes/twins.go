@@ -54,16 +54,24 @@ const (
 	twinSeenShare = 990
 )
 
+// The twin groups: the kinds of call the driver shares with the runtime,
+// each decided on its own.
+const (
+	twinCopies = "copies"
+	twinSyncs  = "syncs"
+	twinEvents = "event calls" // records and elapsed-time reads
+)
+
 // twinGroup is the kind of call a driver entry point shares with the
 // runtime, "" for those it does not (launches, memory, module loading).
 func twinGroup(a cudaapi.API) string {
 	switch a.Class {
 	case cudaapi.ClassCopy:
-		return "copies"
+		return twinCopies
 	case cudaapi.ClassSync:
-		return "syncs"
+		return twinSyncs
 	case cudaapi.ClassRecord, cudaapi.ClassElapsed:
-		return "event calls"
+		return twinEvents
 	}
 	return ""
 }
@@ -73,11 +81,11 @@ func twinGroup(a cudaapi.API) string {
 // only under a runtime call of its own group.
 func twinCode(a cudaapi.API) uint64 {
 	switch twinGroup(a) {
-	case "copies":
+	case twinCopies:
 		return 1
-	case "syncs":
+	case twinSyncs:
 		return 2
-	case "event calls":
+	case twinEvents:
 		return 3
 	}
 	return 0
@@ -171,7 +179,7 @@ func twinVerdict(g string, n twinTally, seen uint64, undirected bool) twinLayer 
 	case n.window[0] < twinEvidence:
 		return twinUndecided
 	case !undirected && seen*1000 >= n.runtime*twinSeenShare:
-		if g == "event calls" && !few && n.directReads == 0 {
+		if g == twinEvents && !few && n.directReads == 0 {
 			return twinRuntime // a library's own records (above)
 		}
 		return twinDriver
@@ -226,7 +234,7 @@ func (s *Session) decideTwins(t *target) {
 		if n == nil {
 			continue
 		}
-		layer := twinVerdict(g, *n, seen[g], g == "copies" && undirected)
+		layer := twinVerdict(g, *n, seen[g], g == twinCopies && undirected)
 		switch layer {
 		case twinUndecided:
 			continue

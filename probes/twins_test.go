@@ -16,6 +16,9 @@ import (
 	"github.com/gpuprof/gpuprof/events"
 )
 
+// twinGroups are every twin group.
+var twinGroups = []string{twinCopies, twinSyncs, twinEvents}
+
 func TestTwinVerdict(t *testing.T) {
 	for _, c := range []struct {
 		group                       string
@@ -34,10 +37,10 @@ func TestTwinVerdict(t *testing.T) {
 		{runtime: twinEvidence, direct: 146, want: twinRestart},           // NCCL connecting DDP's ranks: try again
 		{runtime: twinEvidence - 1, direct: 5000, seen: twinEvidence - 1}, // driver-only so far: wait
 		// A DDP rank: NCCL's own records outnumber torch's, no elapsed-time read among them.
-		{group: "event calls", runtime: 1000, direct: 1300, seen: 1000, want: twinRuntime},
-		{group: "event calls", runtime: 1000, direct: 1300, seen: 1000, read: 1, want: twinDriver}, // something times itself there
-		{group: "event calls", runtime: 1000, direct: 10, seen: 1000, want: twinDriver},            // as cheap at either layer
-		{group: "copies", runtime: 1000, direct: 1300, seen: 1000, want: twinDriver},               // direct copies may be a step's data
+		{group: twinEvents, runtime: 1000, direct: 1300, seen: 1000, want: twinRuntime},
+		{group: twinEvents, runtime: 1000, direct: 1300, seen: 1000, read: 1, want: twinDriver}, // something times itself there
+		{group: twinEvents, runtime: 1000, direct: 10, seen: 1000, want: twinDriver},            // as cheap at either layer
+		{group: twinCopies, runtime: 1000, direct: 1300, seen: 1000, want: twinDriver},          // direct copies may be a step's data
 	} {
 		n := twinTally{window: [2]uint64{c.runtime, c.direct}, runtime: c.runtime, directReads: c.read}
 		if got := twinVerdict(c.group, n, c.seen, c.undirected); got != c.want {
@@ -68,7 +71,7 @@ func TestSplitTwins(t *testing.T) {
 	if got := names(rest); len(got) != 2 || got[0] != "cuLaunchKernel" || got[1] != "cuMemAlloc_v2" {
 		t.Errorf("kept with the library: %v, want the launch and the allocation", got)
 	}
-	want := map[string]int{"copies": 2, "syncs": 1, "event calls": 2}
+	want := map[string]int{twinCopies: 2, twinSyncs: 1, twinEvents: 2}
 	for g, n := range want {
 		if got := len(twins[g].Probes); got != n || twins[g].Layer != cudaapi.LayerDriver {
 			t.Errorf("group %s: %v, want %d probes", g, names(twins[g]), n)
@@ -96,7 +99,7 @@ func settledTwins(t *testing.T, s *Session, args ...string) map[string]twinLayer
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	counts, layers := s.twinCalls[d.PID()], s.twinLayers[d.PID()]
-	for _, g := range []string{"copies", "syncs", "event calls"} {
+	for _, g := range twinGroups {
 		if n, ok := counts[g]; !ok || n != nil {
 			t.Errorf("%s: undecided after 3 s (counts %v)", g, n)
 		}
@@ -141,7 +144,7 @@ func TestTwinsSettleOnTheDriver(t *testing.T) {
 	}
 	defer st.Close()
 	layers := settledTwins(t, s, "--steps", "600", "--start-delay", "0.3")
-	for _, g := range []string{"copies", "syncs", "event calls"} {
+	for _, g := range twinGroups {
 		if layers[g] != twinDriver {
 			t.Errorf("%s: %v, want the driver's", g, layers[g])
 		}
@@ -175,7 +178,7 @@ func TestTwinsSettleOnTheDriver(t *testing.T) {
 func TestLibraryRecordsSettleOnTheRuntime(t *testing.T) {
 	s := openSession(t)
 	layers := settledTwins(t, s, "--steps", "600", "--start-delay", "0.3", "--direct-records", "20")
-	want := map[string]twinLayer{"copies": twinDriver, "syncs": twinDriver, "event calls": twinRuntime}
+	want := map[string]twinLayer{twinCopies: twinDriver, twinSyncs: twinDriver, twinEvents: twinRuntime}
 	for g, l := range want {
 		if layers[g] != l {
 			t.Errorf("%s: %v, want %v", g, layers[g], l)
@@ -211,11 +214,11 @@ func TestTwinWindows(t *testing.T) {
 	s := openSession(t)
 	s.cfg.Log = slog.New(slog.DiscardHandler)
 	fake := func(pid int) (rt, drv *attachedLib) {
-		rt = &attachedLib{plan: LibraryPlan{Layer: cudaapi.LayerRuntime}, twins: map[string][]link.Link{"copies": nil}}
-		drv = &attachedLib{plan: LibraryPlan{Layer: cudaapi.LayerDriver}, twins: map[string][]link.Link{"copies": nil}}
+		rt = &attachedLib{plan: LibraryPlan{Layer: cudaapi.LayerRuntime}, twins: map[string][]link.Link{twinCopies: nil}}
+		drv = &attachedLib{plan: LibraryPlan{Layer: cudaapi.LayerDriver}, twins: map[string][]link.Link{twinCopies: nil}}
 		s.mu.Lock()
 		s.targets[pid] = &target{pid: pid, libs: map[string]*attachedLib{"libcudart": rt, "libcuda": drv}}
-		s.twinCalls[pid] = twinCounts{"copies": &twinTally{}}
+		s.twinCalls[pid] = twinCounts{twinCopies: &twinTally{}}
 		s.mu.Unlock()
 		return rt, drv
 	}
@@ -228,16 +231,16 @@ func TestTwinWindows(t *testing.T) {
 	const setup = 1 << 22 // pids no process has
 	_, drv := fake(setup)
 	s.countTwins(slices.Concat(call("cuMemcpyHtoDAsync_v2", setup, 146), call("cudaMemcpyAsync", setup, twinEvidence)))
-	if n := s.twinCalls[setup]["copies"]; n == nil || n.window != [2]uint64{} || n.runtime != twinEvidence {
+	if n := s.twinCalls[setup][twinCopies]; n == nil || n.window != [2]uint64{} || n.runtime != twinEvidence {
 		t.Fatalf("after a window with 146 direct calls: counts %+v, want a new window", n)
 	}
 	s.countTwins(call("cudaMemcpyAsync", setup, twinEvidence-1))
-	if _, ok := drv.twins["copies"]; !ok {
+	if _, ok := drv.twins[twinCopies]; !ok {
 		t.Fatal("decided before the window was full")
 	}
 	s.countTwins(slices.Concat(call("cuMemcpyAsync", setup, 1), call("cudaMemcpyAsync", setup, 1)))
-	if n := s.twinCalls[setup]["copies"]; n != nil || s.twinLayers[setup]["copies"] != twinRuntime {
-		t.Errorf("counts %+v, layer %v after a window of %d runtime calls and one direct, want the runtime's", n, s.twinLayers[setup]["copies"], twinEvidence)
+	if n := s.twinCalls[setup][twinCopies]; n != nil || s.twinLayers[setup][twinCopies] != twinRuntime {
+		t.Errorf("counts %+v, layer %v after a window of %d runtime calls and one direct, want the runtime's", n, s.twinLayers[setup][twinCopies], twinEvidence)
 	}
 	if len(drv.twins) != 0 {
 		t.Error("twin links still held after the group was decided")
@@ -259,8 +262,8 @@ func TestTwinWindows(t *testing.T) {
 	s.countTwins(call("cudaMemcpyAsync", seen, twinEvidence))
 	s.closer.wait() // the generation is raised once the runtime's links are closed
 	objs.RtGen.Get(&gen1)
-	if s.twinLayers[seen]["copies"] != twinDriver || len(rt.twins) != 0 {
-		t.Errorf("layer %v, runtime twins %v, want the driver's", s.twinLayers[seen]["copies"], rt.twins)
+	if s.twinLayers[seen][twinCopies] != twinDriver || len(rt.twins) != 0 {
+		t.Errorf("layer %v, runtime twins %v, want the driver's", s.twinLayers[seen][twinCopies], rt.twins)
 	}
 	if gen1 != gen0+1 {
 		t.Errorf("runtime generation %d after %d, want raised once as the runtime's probes went", gen1, gen0)
@@ -275,7 +278,7 @@ func TestTwinWindows(t *testing.T) {
 	}
 	defer objs.ForgetTwins(undirected)
 	s.countTwins(call("cudaMemcpyAsync", undirected, twinEvidence))
-	if s.twinLayers[undirected]["copies"] != twinRuntime {
-		t.Errorf("layer %v with undirected driver copies, want the runtime's", s.twinLayers[undirected]["copies"])
+	if s.twinLayers[undirected][twinCopies] != twinRuntime {
+		t.Errorf("layer %v with undirected driver copies, want the runtime's", s.twinLayers[undirected][twinCopies])
 	}
 }
