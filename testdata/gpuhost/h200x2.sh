@@ -4,6 +4,7 @@
 #
 #   testdata/gpuhost/h200x2.sh validate [RUN...]   (default: ddp slow one)
 #   testdata/gpuhost/h200x2.sh overhead [SECONDS] [--config NAME=FLAGS]...
+#   testdata/gpuhost/h200x2.sh costs [NAME=FLAGS...]
 #
 # validate: validate_ranks.sh's runs with DEBUG logs; validate.tgz holds
 # each run's traces, steps, truth and logs; validate.txt is what it printed.
@@ -13,17 +14,21 @@
 # overhead_pool.py), run under `timeout SECONDS` (default 535) so that
 # the windows done are measured inside one call. Configurations default
 # to one: `default=--children`.
+# costs: wpbench.c's watchpoint costs, then costs.py's windows (35 s on,
+# 20 s off) for each configuration (default: default= nowhole=--whole-gets=false
+# nopy=--no-python nolaunch=--no-launches), under `timeout 440`; costs.txt
+# is what it printed, costs.tgz each configuration's gpuprof output.
 # GPUPROF is the binary (default bin/gpuprof, built here and carried).
 set -u
-what=${1:?validate or overhead}
+what=${1:?validate, overhead or costs}
 shift
 out=${OUT:?OUT: where the results go}
 g=${GPUPROF:-bin/gpuprof}
 here=$(dirname "$0")
 case $what in
-validate | overhead) ;;
+validate | overhead | costs) ;;
 *)
-	echo "h200x2.sh: unknown check $what: say validate or overhead" >&2
+	echo "h200x2.sh: unknown check $what: say validate, overhead or costs" >&2
 	exit 2
 	;;
 esac
@@ -50,5 +55,12 @@ overhead)
 		--job "python3 $here/multi_pipeline.py --out {out} --ranks 2 --steps 100000 --mode compute" \
 		--truth truth-rank0.jsonl 2>&1 | tee "$out/overhead.txt"
 	tar -C /tmp -czf "$out/logs.tgz" ovh-logs
+	;;
+costs)
+	configs=("$@")
+	[ ${#configs[@]} -eq 0 ] && configs=(default= nowhole=--whole-gets=false nopy=--no-python nolaunch=--no-launches)
+	gcc -O2 -pthread -o /tmp/wpbench "$here/wpbench.c" && /tmp/wpbench | tee "$out/wpbench.txt"
+	timeout 440 python3 "$here/costs.py" /tmp/costs "$g" 35 20 "${configs[@]}" 2>&1 | tee "$out/costs.txt"
+	tar -C /tmp -czf "$out/costs.tgz" costs
 	;;
 esac
