@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -28,6 +29,13 @@ import (
 // engine-ddp-two-ranks-sampled (170c7fb, 300 steps) goes past the ranks'
 // first switch off: their waits paused with the launch probes, their
 // event calls timed by the runtime's probes, NCCL's own records unseen.
+// A trace of two ranks must also name the straggler where its name says
+// one was slowed on purpose (engine-ddp-two-ranks-slow-rank1, 4f2eb25,
+// cut to its first 260 steps: rank 1 burned 8 ms more CPU a step), and
+// name none where it does not.
+// slowRank finds the rank a trace's name says was slowed on purpose.
+var slowRank = regexp.MustCompile(`slow-rank(\d+)`)
+
 func TestReplayRanks(t *testing.T) {
 	traces, _ := filepath.Glob(filepath.Join(testenv.Root(), "testdata/traces/h200x2-ranks/*.trace.jsonl.gz"))
 	if len(traces) == 0 {
@@ -47,8 +55,18 @@ func TestReplayRanks(t *testing.T) {
 		stepTime, _ := validate.Median(first, "step_time", 5)
 		batch := int(math.Round(capacity * stepTime))
 		steps := filepath.Join(t.TempDir(), "steps.jsonl")
-		if r := gpuprof(t, "replay", trace, "--batch-size", itoa(batch), "--jsonl", steps); r.code != 0 {
+		r := gpuprof(t, "replay", trace, "--batch-size", itoa(batch), "--jsonl", steps)
+		if r.code != 0 {
 			t.Fatalf("%s: replay: %+v", name, r)
+		}
+		if len(truths) > 1 {
+			want := "no straggler:"
+			if m := slowRank.FindStringSubmatch(name); m != nil {
+				want = "straggler: rank " + m[1] + " ("
+			}
+			if !strings.Contains(r.stdout, "; "+want) {
+				t.Errorf("%s: replay does not say %q:\n%s", name, want, r.stdout)
+			}
 		}
 		ours, err := validate.ReadJSONL(steps)
 		if err != nil {
