@@ -58,7 +58,7 @@ func (f *profileFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.boundary, "step-boundary", "", "the CUDA call whose return ends a step, e.g. cudaStreamSynchronize or cudaMemcpyAsync:h2d (default: found)")
 	fs.Uint32Var(&f.thread, "step-thread", 0, "the thread whose steps to report (default: found)")
 	fs.BoolVar(&f.noLaunches, "no-launches", false, "do not count kernel launches (for launch-bound loops, where a probe on every launch costs several percent)")
-	fs.Float64Var(&f.launchDuty, "launch-duty", defaultLaunchDuty, "once steps are found, count launches this fraction of the time, 1 s at a time (1 s of every 20 at 0.05); 1 counts every launch, at ~0.5-0.7 µs a launch")
+	fs.Float64Var(&f.launchDuty, "launch-duty", defaultLaunchDuty, "once steps are found, count launches this fraction of the time, 1 s at a time (1 s of every 40 at 0.025); 1 counts every launch, at ~0.5-0.7 µs a launch")
 	fs.BoolVar(&f.noCalls, "no-calls", false, "do not probe CUDA calls (syncs, copies, events, memory); with --no-launches only the loader hook stays, for measuring gpuprof's own cost")
 	fs.BoolVar(&f.noPython, "no-python", false, "do not time Python lock waits (queue gets, events)")
 	fs.BoolVar(&f.wholeGets, "whole-gets", true, "time multiprocessing queue gets whole (a hardware watchpoint: two debug traps a get), so that unpickling what was got, and rebuilding a shared tensor, counts as the wait; --whole-gets=false times only their blocking")
@@ -84,12 +84,16 @@ func (f *profileFlags) correlateConfig() correlate.Config {
 const launchOn = time.Second
 
 // defaultLaunchDuty is --launch-duty's default. On two H200 DDP ranks
-// (testdata/gpuhost/h200x2.sh), a rank's autograd thread paid ~230 µs of
-// system time a step with gpuprof attached at 0.1, about half of it (by
-// --probe-stats' trap counts) in the on phases: its launches, the driver's
-// device-to-device copies and kernel lookups, ~500 traps a step there.
-// 1 s in 20 still counts ~30 whole steps a cycle of a 30-steps/s loop.
-const defaultLaunchDuty = 0.05
+// (testdata/gpuhost/h200x2.sh, README "Measured"), a rank's autograd
+// thread paid ~230 µs of system time a step with gpuprof attached at 0.1,
+// about half of it (by --probe-stats' trap counts) in the on phases: its
+// launches, the driver's device-to-device copies and kernel lookups, ~500
+// traps a step there. At 0.05 the step rate by second since attach was
+// -0.26% between on phases and -3..-6% in the seconds around each: ~0.12 s
+// of the job's time a phase. 1 s in 40 halves that share again (not
+// measured yet), and still counts ~30 whole steps of a 30-steps/s loop a
+// cycle.
+const defaultLaunchDuty = 0.025
 
 // cpuOnlyAfter is how long a Python process runs with no CUDA library
 // before its wait probes are thinned (probes.Config.CPUOnlyAfter): a
