@@ -112,6 +112,45 @@ func (s *Session) SampleLaunches(pid int, period, on time.Duration) {
 	}
 }
 
+// Steps are counted only where the launch probes were attached all
+// through them, so an on phase shorter than a step counts none, and one
+// must last two steps to hold a whole one wherever it begins. A loop of
+// 1.5 s steps would never have its launches counted after its boundary
+// was found. FitLaunchPhases lengthens the phases to phasePerStep steps,
+// their period with them, so that the share of the time counted (the
+// duty) stays as it was.
+const (
+	phasePerStep = 2.5
+	maxLaunchOn  = 2 * time.Minute
+)
+
+// fit lengthens the sampler's on phase to hold whole steps of step,
+// keeping its duty; false if it holds them already (phases only grow: a
+// longer phase at the same duty costs no more).
+func (sp *launchSampler) fit(step time.Duration) bool {
+	on := min(time.Duration(phasePerStep*float64(step)), maxLaunchOn)
+	if !sp.enabled || sp.cpuOnly || on <= sp.on {
+		return false
+	}
+	sp.period = time.Duration(float64(sp.period) * float64(on) / float64(sp.on))
+	sp.on = on
+	return true
+}
+
+// FitLaunchPhases tells pid's launch sampling how long its steps take
+// (their median wall time): its on phases grow to hold whole ones.
+func (s *Session) FitLaunchPhases(pid int, step time.Duration) {
+	s.mu.Lock()
+	t := s.targets[pid]
+	if t == nil || !t.sampler.fit(step) {
+		s.mu.Unlock()
+		return
+	}
+	on, period := t.sampler.on, t.sampler.period
+	s.mu.Unlock()
+	s.cfg.Log.Debug("launch phases lengthened to hold whole steps", "pid", pid, "step", step, "on", on, "period", period)
+}
+
 // SamplePythonWaits makes pid's Python wait probes go with its launch
 // probes, but for the wait functions its step thread blocks in outside its
 // gets (keep, by WaitFunc's names), the GIL's with them, and the writes

@@ -145,3 +145,27 @@ func TestDeviceCopiesGoWithLaunches(t *testing.T) {
 		t.Errorf("%d events reached the sink before an event that ended earlier", outOfOrder)
 	}
 }
+
+// TestLaunchSamplerFit: an on phase grows to hold whole steps (2.5 of
+// them), its period with it so that the duty stays; it never shrinks, and
+// a process not sampled, or sampled for its CPU-only waits, is left alone.
+func TestLaunchSamplerFit(t *testing.T) {
+	sp := launchSampler{enabled: true, period: 40 * time.Second, on: time.Second}
+	if sp.fit(300 * time.Millisecond) {
+		t.Errorf("0.3 s steps: a 1 s phase holds them, but it grew to %v", sp.on)
+	}
+	if !sp.fit(1500*time.Millisecond) || sp.on != 3750*time.Millisecond || sp.period != 150*time.Second {
+		t.Errorf("1.5 s steps: on %v, period %v; want 3.75 s in 150 s", sp.on, sp.period)
+	}
+	if sp.fit(time.Second) || sp.on != 3750*time.Millisecond {
+		t.Errorf("1 s steps after 1.5 s ones: on %v; phases only grow", sp.on)
+	}
+	if !sp.fit(time.Hour) || sp.on != maxLaunchOn || sp.period != 40*maxLaunchOn {
+		t.Errorf("1 h steps: on %v, period %v; want %v in %v", sp.on, sp.period, maxLaunchOn, 40*maxLaunchOn)
+	}
+	for _, sp := range []launchSampler{{period: 40 * time.Second, on: time.Second}, {enabled: true, cpuOnly: true, period: 40 * time.Second, on: time.Second}} {
+		if sp.fit(10 * time.Second) {
+			t.Errorf("%+v: fitted", sp)
+		}
+	}
+}

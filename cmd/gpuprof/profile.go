@@ -58,7 +58,7 @@ func (f *profileFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.boundary, "step-boundary", "", "the CUDA call whose return ends a step, e.g. cudaStreamSynchronize or cudaMemcpyAsync:h2d (default: found)")
 	fs.Uint32Var(&f.thread, "step-thread", 0, "the thread whose steps to report (default: found)")
 	fs.BoolVar(&f.noLaunches, "no-launches", false, "do not count kernel launches (for launch-bound loops, where a probe on every launch costs several percent)")
-	fs.Float64Var(&f.launchDuty, "launch-duty", defaultLaunchDuty, "once steps are found, count launches this fraction of the time, 1 s at a time (1 s of every 40 at 0.025); 1 counts every launch, at ~0.5-0.7 µs a launch")
+	fs.Float64Var(&f.launchDuty, "launch-duty", defaultLaunchDuty, "once steps are found, count launches this fraction of the time, 1 s at a time or 2.5 steps where those are longer (1 s of every 40 at 0.025); 1 counts every launch, at ~0.5-0.7 µs a launch")
 	fs.BoolVar(&f.noCalls, "no-calls", false, "do not probe CUDA calls (syncs, copies, events, memory); with --no-launches only the loader hook stays, for measuring gpuprof's own cost")
 	fs.BoolVar(&f.noPython, "no-python", false, "do not time Python lock waits (queue gets, events)")
 	fs.BoolVar(&f.wholeGets, "whole-gets", true, "time multiprocessing queue gets whole (a hardware watchpoint: two debug traps a get), so that unpickling what was got, and rebuilding a shared tensor, counts as the wait; --whole-gets=false times only their blocking")
@@ -185,6 +185,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		}
 	}
 	st.onWaits = newWaitKeeper(sess, slog.Default()).need
+	st.onStepTime = func(pid uint32, step time.Duration) { sess.FitLaunchPhases(int(pid), step) }
 	var trace *events.TraceWriter
 	if f.record != "" {
 		h := events.TraceHeader{Version: version, NoLaunchCounts: f.noLaunches}

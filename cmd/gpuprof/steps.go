@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"time"
 
 	"github.com/gpuprof/gpuprof/correlate"
 	"github.com/gpuprof/gpuprof/events"
@@ -28,7 +29,11 @@ type stepper struct {
 	// onWaits is called when what a process's steps need of the Python
 	// wait probes changes (correlate.Correlator.WaitProbesNeeded).
 	onWaits func(pid uint32, need correlate.WaitProbes)
-	err     error
+	// onStepTime is called when a process's steps are found to take
+	// longer than it was last told (their median wall time over the
+	// latest few), for the launch probes' phases to hold whole ones.
+	onStepTime func(pid uint32, step time.Duration)
+	err        error
 	// ranks are the processes' ranks in a distributed job (KindProcess).
 	ranks map[uint32]int
 }
@@ -39,6 +44,39 @@ type procSteps struct {
 	anchor    correlate.Anchor
 	waitNeeds correlate.WaitProbes // corr.WaitProbesNeeded as onWaits was last told
 	waitsTold bool                 // onWaits was told of pid at all
+	walls     []float64            // the latest steps' wall times, s
+	stepTold  time.Duration        // the step time onStepTime was last told
+}
+
+// Step times for onStepTime: the median of the latest stepTimeWindow
+// steps, once there are stepTimeMin, told when it has grown by more than a
+// quarter since it was last told (a phase sized to it then holds whole
+// steps; told on every step it would be noise).
+const (
+	stepTimeWindow = 8
+	stepTimeMin    = 4
+)
+
+// noteStepTimes keeps p's latest steps' wall times and tells onStepTime
+// of a grown median.
+func (s *stepper) noteStepTimes(pid uint32, p *procSteps, steps []correlate.Step) {
+	for _, st := range steps {
+		if st.WallTime > 0 {
+			p.walls = append(p.walls, st.WallTime)
+		}
+	}
+	if n := len(p.walls); n > stepTimeWindow {
+		p.walls = append(p.walls[:0], p.walls[n-stepTimeWindow:]...)
+	}
+	if len(p.walls) < stepTimeMin {
+		return
+	}
+	sorted := slices.Sorted(slices.Values(p.walls))
+	median := time.Duration(sorted[len(sorted)/2] * float64(time.Second))
+	if median > p.stepTold+p.stepTold/4 {
+		p.stepTold = median
+		s.onStepTime(pid, median)
+	}
 }
 
 func newStepper(f *profileFlags, live *report.Live) (*stepper, error) {
@@ -122,6 +160,9 @@ func (s *stepper) add(e *events.Event) {
 		if s.onAnchor != nil {
 			s.onAnchor(first, a)
 		}
+	}
+	if len(steps) > 0 && s.onStepTime != nil {
+		s.noteStepTimes(e.PID, p, steps)
 	}
 	if len(steps) > 0 && s.onWaits != nil {
 		need, ok := p.corr.WaitProbesNeeded()
