@@ -268,7 +268,7 @@ func (s *Session) attachKept(t *target) bool {
 	}
 	links, err := attachPython(s.objs, t.python, *t.sems, add, nil)
 	if err != nil {
-		s.cfg.Log.Warn("attach the Python wait probes kept", "pid", t.pid, "err", err)
+		s.warnUnlessExited(t, "attach the Python wait probes kept", "pid", t.pid, "err", err)
 		return false
 	}
 	s.mu.Lock()
@@ -319,7 +319,7 @@ func (s *Session) resumePythonWaits(t *target) {
 	}
 	links, err := attachPython(s.objs, t.python, *t.sems, nil, except)
 	if err != nil {
-		s.cfg.Log.Warn("reattach Python wait probes", "pid", t.pid, "err", err)
+		s.warnUnlessExited(t, "reattach Python wait probes", "pid", t.pid, "err", err)
 		return
 	}
 	s.mu.Lock()
@@ -402,7 +402,7 @@ func (s *Session) switchLaunches(t *target, off, waits bool, libs []*attachedLib
 		}
 		links, err := s.attachSampled(pid, l.plan)
 		if err != nil {
-			s.cfg.Log.Warn("reattach launch probes", "pid", pid, "file", l.plan.File.Path, "err", err)
+			s.warnUnlessExited(t, "reattach launch probes", "pid", pid, "file", l.plan.File.Path, "err", err)
 			continue
 		}
 		l.launch = links
@@ -413,6 +413,22 @@ func (s *Session) switchLaunches(t *target, off, waits bool, libs []*attachedLib
 	mark.Start = mark.End
 	return mark
 }
+
+// warnUnlessExited logs a failure to attach to t's process as a warning,
+// or, where the process is exiting, at debug level: its files went with
+// it (an on phase due as the job ends), which is no concern of the
+// user's. A process's root goes as its first thread exits, its pidfd
+// reads as exited once the last has: the wait spans that.
+func (s *Session) warnUnlessExited(t *target, msg string, args ...any) {
+	if exitedWithin(t, exitingFor) {
+		s.cfg.Log.Debug(msg+": the process has exited", args...)
+		return
+	}
+	s.cfg.Log.Warn(msg, args...)
+}
+
+// exitingFor bounds warnUnlessExited's wait: a failure path only.
+const exitingFor = 200 * time.Millisecond
 
 // monotonicNow reads CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.
 func monotonicNow() uint64 {

@@ -1,14 +1,19 @@
 package probes
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/gpuprof/gpuprof/cudaapi"
 	"github.com/gpuprof/gpuprof/events"
+	"golang.org/x/sys/unix"
 )
 
 func TestSplitSampled(t *testing.T) {
@@ -167,5 +172,38 @@ func TestLaunchSamplerFit(t *testing.T) {
 		if sp.fit(10 * time.Second) {
 			t.Errorf("%+v: fitted", sp)
 		}
+	}
+}
+
+// TestWarnUnlessExited: a failure to attach to a live process is a
+// warning; to one that has exited (an on phase due as the job ends), a
+// debug line saying so.
+func TestWarnUnlessExited(t *testing.T) {
+	var logged bytes.Buffer
+	s := &Session{cfg: Config{Log: slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))}}
+	target := func(args ...string) (*target, *exec.Cmd) {
+		cmd := exec.Command(args[0], args[1:]...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		fd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Close(fd) })
+		return &target{pid: cmd.Process.Pid, pidfd: fd}, cmd
+	}
+	live, cmd := target("sleep", "30")
+	defer cmd.Process.Kill()
+	s.warnUnlessExited(live, "reattach launch probes", "pid", live.pid)
+	if out := logged.String(); !strings.Contains(out, "level=WARN") || strings.Contains(out, "exited") {
+		t.Errorf("live process: %q, want a warning", out)
+	}
+	logged.Reset()
+	gone, cmd := target("true")
+	cmd.Wait()
+	s.warnUnlessExited(gone, "reattach launch probes", "pid", gone.pid)
+	if out := logged.String(); !strings.Contains(out, "level=DEBUG") || !strings.Contains(out, "the process has exited") {
+		t.Errorf("exited process: %q, want a debug line saying so", out)
 	}
 }

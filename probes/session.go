@@ -208,9 +208,13 @@ func (s *Session) Attach(pid int) ([]LibraryPlan, error) {
 }
 
 // exitedNow reports whether t's process has exited.
-func (s *Session) exitedNow(t *target) bool {
+func (s *Session) exitedNow(t *target) bool { return exitedWithin(t, 0) }
+
+// exitedWithin reports whether t's process has exited, waiting up to d
+// for it to.
+func exitedWithin(t *target, d time.Duration) bool {
 	fds := []unix.PollFd{{Fd: int32(t.pidfd), Events: unix.POLLIN}}
-	n, err := unix.Poll(fds, 0)
+	n, err := unix.Poll(fds, int(d.Milliseconds()))
 	return err == nil && n > 0
 }
 
