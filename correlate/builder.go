@@ -501,16 +501,11 @@ func (n *waitNeeds) note(waits []item, leadInAtWrite bool) {
 	n.all = WaitProbes{}
 	writes := 0
 	for _, s := range n.recent {
-		for _, f := range s.Funcs {
-			if !slices.Contains(n.all.Funcs, f) {
-				n.all.Funcs = append(n.all.Funcs, f)
-			}
-		}
+		n.all = n.all.Union(WaitProbes{Funcs: s.Funcs})
 		if s.Writes {
 			writes++
 		}
 	}
-	slices.Sort(n.all.Funcs)
 	n.all.Writes = writes >= writeStepsNeeded
 	if before.Covers(n.all) {
 		n.stable++

@@ -1,6 +1,8 @@
 package probes
 
 import (
+	"errors"
+	"io/fs"
 	"maps"
 	"slices"
 	"time"
@@ -268,7 +270,7 @@ func (s *Session) attachKept(t *target) bool {
 	}
 	links, err := attachPython(s.objs, t.python, *t.sems, add, nil)
 	if err != nil {
-		s.warnUnlessExited(t, "attach the Python wait probes kept", "pid", t.pid, "err", err)
+		s.warnUnlessExited(t, "attach the Python wait probes kept", err, "pid", t.pid)
 		return false
 	}
 	s.mu.Lock()
@@ -319,7 +321,7 @@ func (s *Session) resumePythonWaits(t *target) {
 	}
 	links, err := attachPython(s.objs, t.python, *t.sems, nil, except)
 	if err != nil {
-		s.warnUnlessExited(t, "reattach Python wait probes", "pid", t.pid, "err", err)
+		s.warnUnlessExited(t, "reattach Python wait probes", err, "pid", t.pid)
 		return
 	}
 	s.mu.Lock()
@@ -402,7 +404,7 @@ func (s *Session) switchLaunches(t *target, off, waits bool, libs []*attachedLib
 		}
 		links, err := s.attachSampled(pid, l.plan)
 		if err != nil {
-			s.warnUnlessExited(t, "reattach launch probes", "pid", pid, "file", l.plan.File.Path, "err", err)
+			s.warnUnlessExited(t, "reattach launch probes", err, "pid", pid, "file", l.plan.File.Path)
 			continue
 		}
 		l.launch = links
@@ -414,13 +416,15 @@ func (s *Session) switchLaunches(t *target, off, waits bool, libs []*attachedLib
 	return mark
 }
 
-// warnUnlessExited logs a failure to attach to t's process as a warning,
-// or, where the process is exiting, at debug level: its files went with
-// it (an on phase due as the job ends), which is no concern of the
-// user's. A process's root goes as its first thread exits, its pidfd
-// reads as exited once the last has: the wait spans that.
-func (s *Session) warnUnlessExited(t *target, msg string, args ...any) {
-	if exitedWithin(t, exitingFor) {
+// warnUnlessExited logs a failure (err) to attach to t's process as a
+// warning, or, where the process is exiting, at debug level: its files
+// went with it (an on phase due as the job ends), which is no concern of
+// the user's. A process's root goes as its first thread exits, its pidfd
+// reads as exited once the last has: the wait spans that, and only a
+// file gone is waited on (the event loop calls this).
+func (s *Session) warnUnlessExited(t *target, msg string, err error, args ...any) {
+	args = append(args, "err", err)
+	if errors.Is(err, fs.ErrNotExist) && exitedWithin(t, exitingFor) {
 		s.cfg.Log.Debug(msg+": the process has exited", args...)
 		return
 	}

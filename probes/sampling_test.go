@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os/exec"
 	"strings"
@@ -193,16 +194,18 @@ func TestWarnUnlessExited(t *testing.T) {
 		t.Cleanup(func() { unix.Close(fd) })
 		return &target{pid: cmd.Process.Pid, pidfd: fd}, cmd
 	}
+	// What a process's exit leaves: its files are gone from /proc/PID/root.
+	gone := fmt.Errorf("open /lib/libcuda.so.1: %w", fs.ErrNotExist)
 	live, cmd := target("sleep", "30")
 	defer cmd.Process.Kill()
-	s.warnUnlessExited(live, "reattach launch probes", "pid", live.pid)
+	s.warnUnlessExited(live, "reattach launch probes", gone, "pid", live.pid)
 	if out := logged.String(); !strings.Contains(out, "level=WARN") || strings.Contains(out, "exited") {
 		t.Errorf("live process: %q, want a warning", out)
 	}
 	logged.Reset()
-	gone, cmd := target("true")
+	exited, cmd := target("true")
 	cmd.Wait()
-	s.warnUnlessExited(gone, "reattach launch probes", "pid", gone.pid)
+	s.warnUnlessExited(exited, "reattach launch probes", gone, "pid", exited.pid)
 	if out := logged.String(); !strings.Contains(out, "level=DEBUG") || !strings.Contains(out, "the process has exited") {
 		t.Errorf("exited process: %q, want a debug line saying so", out)
 	}
