@@ -9,7 +9,7 @@
 # validate: validate_ranks.sh's runs with DEBUG logs; validate.tgz holds
 # each run's traces, steps, truth and logs; validate.txt is what it printed.
 # overhead: overhead.py's long windows on two DDP ranks in compute mode
-# (30 s on, 6 s off, 8 s of each on window to learn), each on window's
+# (50 s on, 8 s off, 8 s of each on window to learn), each on window's
 # gpuprof log kept (logs.tgz), the ratios saved (ovh.json, for
 # overhead_pool.py), run under `timeout SECONDS` (default 535) so that
 # the windows done are measured inside one call. Configurations default
@@ -57,7 +57,11 @@ overhead)
 		configs=(--job-cpus 0-15 --gpuprof-cpus 24-25 "${configs[@]}")
 	fi
 	mkdir -p /tmp/ovh-logs
-	timeout "$secs" python3 "$here/overhead.py" . "$g" r2-compute 40 30 --off-seconds 6 --learn 8 \
+	# 50 s on windows: at the default --launch-duty (1 s of launches in
+	# every 40) the launch probes' second on phase falls ~43 s after the
+	# attach, so each window's steady part (8 s on) holds one whole on
+	# phase and its switches, about the share a long attach pays.
+	timeout "$secs" python3 "$here/overhead.py" . "$g" r2-compute 40 50 --off-seconds 8 --learn 8 \
 		"${configs[@]}" --save "$out/ovh.json" --logs /tmp/ovh-logs \
 		--job "python3 $here/multi_pipeline.py --out {out} --ranks 2 --steps 100000 --mode compute" \
 		--truth truth-rank0.jsonl 2>&1 | tee "$out/overhead.txt"

@@ -64,7 +64,9 @@ gpuprof attaches to the command's process; give --children in the attach
 flags to follow the processes it starts (multi_pipeline.py's ranks and
 engine), whose CPU counts as the job's.
 """
-import argparse, json, os, random, shlex, signal, statistics, subprocess, sys, tempfile, time
+import argparse, json, os, shlex, signal, statistics, subprocess, sys, tempfile, time
+
+from ovhstats import adjusted_line, ci, floor_pairs, pairs, pct
 
 ap = argparse.ArgumentParser()
 ap.add_argument("workload")
@@ -311,7 +313,8 @@ def measure(skip_on):
         sel = [r for r in rows if a <= r["t_end_ns"] < b]
         rate = step_rate([r["t_end_ns"] for r in sel])
         st = statistics.median(r["step_time"] for r in sel) if sel else float("nan")
-        stats.append((name, rate, st, field_medians(sel)))
+        compute = [r["compute_time"] for r in sel if isinstance(r.get("compute_time"), (int, float))]
+        stats.append((name, rate, st, field_medians(sel), statistics.fmean(compute) if compute else float("nan")))
     return stats
 
 
@@ -340,13 +343,6 @@ def ratios(stats, name, col):
     return [x for x, _ in on_off(stats, name, lambda w: w[col])]
 
 
-def ci(xs, n=2000):
-    """95% bootstrap interval of the median of xs."""
-    rnd = random.Random(1)
-    meds = sorted(statistics.median(rnd.choices(xs, k=len(xs))) for _ in range(n))
-    return meds[int(0.025 * n)], meds[int(0.975 * n)]
-
-
 def print_floor(stats, col, what):
     """The on/off statistic taken between "off" windows (each against its
     "off" neighbours two windows away): the run's noise floor."""
@@ -358,11 +354,7 @@ def print_floor(stats, col, what):
         print(f"  noise floor{what} (off vs off): median {pct(statistics.median(null))}, 95% CI {pct(lo)}..{pct(hi)}")
 
 
-def pct(x):
-    return f"{100 * (x - 1):+.2f}%"
-
-
-for (name, a, b, (user, sys_, switches), own, _), (_, rate, st, _) in zip(spans, measure(0.5)):
+for (name, a, b, (user, sys_, switches), own, _), (_, rate, st, *_) in zip(spans, measure(0.5)):
     wall = (b - a) / 1e9
     gp = f"  gpuprof cpu {own / wall * 100:5.1f}%" if name != "off" else ""
     print(f"{name:>10s} {rate:8.2f} steps/s  median step_time {st * 1e3:7.3f} ms  "
@@ -372,10 +364,16 @@ if detach:
     print(f"gpuprof exited {statistics.median(detach):.2f} s after an on window's end (median; max {max(detach):.2f} s): "
           f"its attach and detach, not measured")
 saved = {}
+steady_periods = []
 for label, skip in (("whole", 0.5), ("steady", LEARN)):
     if secs - skip < 1.5:
         continue
     stats = measure(skip)
+    # Each window's period and mean compute time, for the fit at equal
+    # compute time (ovhstats.py).
+    periods = [(w[0], 1 / w[1] if w[1] > 0 else float("nan"), w[4]) for w in stats]
+    if label == "steady":
+        steady_periods = periods
     for name, flags in configs:
         rr, sr = ratios(stats, name, 1), ratios(stats, name, 2)
         if not rr:
@@ -401,7 +399,13 @@ for label, skip in (("whole", 0.5), ("steady", LEARN)):
             if parts:
                 print(f"  fields on/off: " + "; ".join(parts))
             saved[name] = {"rate": rr, "fields": {f: [x for x, _ in field_ratios(stats, name, f)] for f in FIELDS}}
+            line = adjusted_line(f"  {name}", pairs(periods, name))
+            if line:
+                print(line)
     if label == "steady":
+        line = adjusted_line("  noise floor (off vs off)", floor_pairs(periods))
+        if line:
+            print(line)
         offs = [x for x in stats if x[0] == "off"]
         saved["@floor"] = {"rate": [offs[i][1] / ((offs[i - 1][1] + offs[i + 1][1]) / 2) for i in range(1, len(offs) - 1)]}
     # Against the @idle control: each alternation's on/off ratio over the
@@ -488,4 +492,7 @@ if args.save:
                    # window's name, start, end and nominal end, and the
                    # end of each step logged.
                    "windows": [(n, a, b, e) for (n, a, b, *_), e in zip(spans, ends)],
+                   # The steady part's (name, period, mean compute time)
+                   # of each window, for overhead_pool.py's fit.
+                   "steady_periods": steady_periods,
                    "step_ends": [r["t_end_ns"] for r in rows if "t_end_ns" in r]}, f)

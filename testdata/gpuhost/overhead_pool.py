@@ -1,25 +1,19 @@
 """Pools the steady on/off ratios that overhead.py --save wrote in several
 runs (of one build and one job), and prints each configuration's step
 rate and truth fields on/off over all their windows, with 95% bootstrap
-intervals of the median, next to the pooled noise floor.
+intervals of the median, next to the pooled noise floor; then the step
+rate on/off at equal compute time (ovhstats.py), fitted over all the
+runs' windows at once.
 
   python3 testdata/gpuhost/overhead_pool.py RUN.json...
 """
-import json, random, statistics, sys
+import json, statistics, sys
 
-
-def ci(xs, n=4000):
-    rnd = random.Random(1)
-    meds = sorted(statistics.median(rnd.choices(xs, k=len(xs))) for _ in range(n))
-    return meds[int(0.025 * n)], meds[int(0.975 * n)]
-
-
-def pct(x):
-    return f"{100 * (x - 1):+.2f}%"
+from ovhstats import adjusted_line, ci, floor_pairs, pairs, pct
 
 
 def line(what, xs):
-    lo, hi = ci(xs)
+    lo, hi = ci(xs, n=4000)
     return f"{what} {pct(statistics.median(xs))} (95% CI {pct(lo)}..{pct(hi)}, mean {pct(statistics.mean(xs))}, n={len(xs)})"
 
 
@@ -40,3 +34,13 @@ for name in names:
     for f, xs in fields.items():
         if len(xs) >= 2:
             print(f"  {line(f, xs)}")
+# Runs saved before the fit have no steady_periods: they are left out of it.
+fitted = [r for r in runs if r.get("steady_periods")]
+for name in names:
+    if name == "@floor":
+        ps, label = [p for r in fitted for p in floor_pairs(r["steady_periods"])], "noise floor (off vs off)"
+    else:
+        ps, label = [p for r in fitted for p in pairs(r["steady_periods"], name)], name
+    out = adjusted_line(f"{label} over {len(fitted)} runs", ps)
+    if out:
+        print(out)

@@ -1,0 +1,101 @@
+"""Statistics shared by overhead.py and overhead_pool.py.
+
+The step rate of the two-rank job moves by ~3.5% from one window to the
+next with gpuprof off (an engine sharing GPU 0 with rank 0; the ranks
+joined by DDP's all-reduce), so a plain on/off ratio needs ~100 windows
+to bound a 1% cost. Nearly all of that movement is the GPU's: the step's
+compute time (CUDA events on the trainer's stream, in the truth log) moves
+with it. gpuprof's costs are CPU time on the job's threads: the data
+phase, the gets, the launches that run ahead of the GPU. So alongside the
+plain ratio each on window's period is also compared with its off
+neighbours' at equal compute time: a least-squares fit of
+
+    period_on / period_off - 1  =  a + b * (compute_on - compute_off) / period_off
+
+over the windows, where a is gpuprof's cost at equal compute time (its
+95% interval bootstrapped over windows) and b how the period follows the
+compute time. The fit is given beside the compute time's own on/off
+ratio: a cost that reached the GPU's work (a launch late enough to leave
+the GPU idle) would show there, and the adjustment would not count it.
+"""
+import random
+import statistics
+
+
+def ci(xs, stat=statistics.median, n=2000):
+    """95% bootstrap interval of stat(xs)."""
+    rnd = random.Random(1)
+    vals = sorted(stat(rnd.choices(xs, k=len(xs))) for _ in range(n))
+    return vals[int(0.025 * n)], vals[int(0.975 * n)]
+
+
+def pct(x):
+    """A ratio as a signed percentage change."""
+    return f"{100 * (x - 1):+.2f}%"
+
+
+def _ok(w):
+    return all(isinstance(v, float) and v == v and v > 0 for v in w[1:])
+
+
+def _against(w, l, r):
+    return (w[1], w[2]), ((l[1] + r[1]) / 2, (l[2] + r[2]) / 2)
+
+
+def pairs(windows, name):
+    """Each of name's windows against the mean of the "off" windows on
+    either side: ((period, compute) of it, (period, compute) of the off
+    mean). windows: (name, period s, mean compute s) in run order; a
+    window with either missing (nan or None) is left out."""
+    out = []
+    for i, w in enumerate(windows):
+        if w[0] != name or i == 0 or i + 1 >= len(windows):
+            continue
+        l, r = windows[i - 1], windows[i + 1]
+        if l[0] == r[0] == "off" and _ok(w) and _ok(l) and _ok(r):
+            out.append(_against(w, l, r))
+    return out
+
+
+def floor_pairs(windows):
+    """The same for each "off" window against the "off" windows either
+    side of it (two windows away): the estimator's noise floor."""
+    offs = [w for w in windows if w[0] == "off" and _ok(w)]
+    return [_against(offs[i], offs[i - 1], offs[i + 1]) for i in range(1, len(offs) - 1)]
+
+
+def fit(ps):
+    """Least squares of y = a + b x over the pairs (see the module's
+    comment); (a, b), or None with fewer than three pairs or no spread in
+    x."""
+    if len(ps) < 3:
+        return None
+    ys = [p / po - 1 for (p, _), (po, _) in ps]
+    xs = [(c - co) / po for (_, c), (po, co) in ps]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx == 0:
+        return None
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    return my - b * mx, b
+
+
+def adjusted(ps, n=2000):
+    """gpuprof's cost at equal compute time as a step rate ratio on/off
+    (1 / (1 + a)), its 95% bootstrap interval over the pairs, and the
+    slope b; None where fit cannot."""
+    f = fit(ps)
+    if f is None:
+        return None
+    rnd = random.Random(1)
+    boots = sorted(1 / (1 + g[0]) for g in (fit(rnd.choices(ps, k=len(ps))) for _ in range(n)) if g)
+    return 1 / (1 + f[0]), (boots[int(0.025 * len(boots))], boots[int(0.975 * len(boots))]), f[1]
+
+
+def adjusted_line(label, ps):
+    """One printed line for adjusted(ps), or None."""
+    r = adjusted(ps)
+    if r is None:
+        return None
+    rate, (lo, hi), b = r
+    return f"{label}: step rate on/off at equal compute time {pct(rate)} (95% CI {pct(lo)}..{pct(hi)}, n={len(ps)}, slope {b:.2f})"
