@@ -66,7 +66,7 @@ engine), whose CPU counts as the job's.
 """
 import argparse, json, os, shlex, signal, statistics, subprocess, sys, tempfile, time
 
-from ovhstats import adjusted_line, ci, floor_pairs, pairs, pct
+from ovhstats import adjusted_line, ci, fit, floor_pairs, pairs, pct
 
 ap = argparse.ArgumentParser()
 ap.add_argument("workload")
@@ -458,25 +458,36 @@ elif LEARN < secs - 0.5:
     print("  " + "  ".join(f"{n} {c:.2f} ms {w:.0f} sw" for n, c, w in stats))
 
 
-def profile(name, bin_s=1.0):
+def profile(name, slope=None, bin_s=1.0):
     """name's step rate in bins of bin_s from each of its windows' start,
     over the mean rate of the off windows either side, median over its
     windows: where in a window the cost is (the attach and learning, the
-    sampled on phases, the steady state between them)."""
+    sampled on phases, the steady state between them). With slope, each
+    bin is taken at the off windows' compute time as the fit does
+    (ovhstats.py): a bin's rate moves ~4% with the GPU's, more than the
+    cost of any one second."""
     stats = measure(0.5)
     bins = {}
     for i, (n, a, b, *_) in enumerate(spans):
         if n != name or i == 0 or i + 1 >= len(spans):
             continue
-        off = (stats[i - 1][1] + stats[i + 1][1]) / 2
-        if not off == off:
+        l, r = stats[i - 1], stats[i + 1]
+        off = (l[1] + r[1]) / 2
+        off_period, off_compute = (1 / l[1] + 1 / r[1]) / 2, (l[4] + r[4]) / 2
+        if not (off == off and off_compute == off_compute):
             continue
-        ts = [r["t_end_ns"] for r in rows if a <= r["t_end_ns"] < ends[i]]
+        sel = [r for r in rows if a <= r["t_end_ns"] < ends[i]]
         for k in range(int((ends[i] - a) / 1e9 / bin_s)):
             lo, hi = a + int(k * bin_s * 1e9), a + int((k + 1) * bin_s * 1e9)
-            rate = step_rate([t for t in ts if lo <= t < hi])
-            if rate == rate:
-                bins.setdefault(k, []).append(rate / off)
+            in_bin = [r for r in sel if lo <= r["t_end_ns"] < hi]
+            rate = step_rate([r["t_end_ns"] for r in in_bin])
+            if rate != rate:
+                continue
+            x = rate / off
+            if slope is not None:
+                compute = statistics.fmean(r.get("compute_time", off_compute) for r in in_bin)
+                x *= 1 + slope * (compute - off_compute) / off_period
+            bins.setdefault(k, []).append(x)
     return [(k * bin_s, statistics.median(v), len(v)) for k, v in sorted(bins.items())]
 
 
@@ -484,6 +495,11 @@ for name, flags in configs:
     prof = profile(name)
     if prof:
         print(f"{name}: step rate on/off by second since attach (median over windows): " +
+              " ".join(f"{t:.0f}s {pct(x)}" for t, x, _ in prof))
+    f = fit(pairs(steady_periods, name))
+    prof = profile(name, f[1]) if f else None
+    if prof:
+        print(f"{name}: the same at equal compute time (slope {f[1]:.2f}): " +
               " ".join(f"{t:.0f}s {pct(x)}" for t, x, _ in prof))
 if args.save:
     with open(args.save, "w") as f:
@@ -495,4 +511,5 @@ if args.save:
                    # The steady part's (name, period, mean compute time)
                    # of each window, for overhead_pool.py's fit.
                    "steady_periods": steady_periods,
-                   "step_ends": [r["t_end_ns"] for r in rows if "t_end_ns" in r]}, f)
+                   "step_ends": [r["t_end_ns"] for r in rows if "t_end_ns" in r],
+                   "step_compute": [r.get("compute_time") for r in rows if "t_end_ns" in r]}, f)
