@@ -14,7 +14,8 @@
 # overhead_pool.py), run under `timeout SECONDS` (default 535) so that
 # the windows done are measured inside one call. Configurations default
 # to one: `default=--children`. On a host of 32 CPUs or more, the job runs
-# on CPUs 0-15 and gpuprof on 24-25 unless --job-cpus is given.
+# on CPUs 0-15 and gpuprof on 24-25 unless --job-cpus is given, and a
+# CPU-speed witness (witness.c) on a CPU apart from both.
 # costs: wpbench.c's watchpoint costs, then costs.py's windows (35 s on,
 # 20 s off) for each configuration (default: default= nowhole=--whole-gets=false
 # nopy=--no-python nolaunch=--no-launches), under `timeout 440`; costs.txt
@@ -55,7 +56,28 @@ overhead)
 	# (README, Measured); the host has 32 CPUs in one NUMA node.
 	if [[ " ${configs[*]} " != *" --job-cpus "* ]] && [ "$(nproc)" -ge 32 ]; then
 		configs=(--job-cpus 0-15 --gpuprof-cpus 24-25 "${configs[@]}")
+		# The CPU-speed witness (witness.c, ovhstats.py) on a CPU whose
+		# hyperthread siblings are neither the job's nor gpuprof's.
+		wcpu=$(python3 -c '
+import glob, re
+def cpus(s):
+    out = set()
+    for part in s.strip().split(","):
+        a, _, b = part.partition("-")
+        out |= set(range(int(a), int(b or a) + 1))
+    return out
+taken = cpus("0-15") | cpus("24-25")
+for c in range(31, 15, -1):
+    sib = cpus(open(f"/sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list").read())
+    if not sib & taken:
+        print(c)
+        break')
+		if [ -n "$wcpu" ] && gcc -O2 -o /tmp/witness "$here/witness.c"; then
+			configs=(--witness "taskset -c $wcpu /tmp/witness {out}" "${configs[@]}")
+			echo "witness on CPU $wcpu (siblings $(cat /sys/devices/system/cpu/cpu$wcpu/topology/thread_siblings_list))" >>"$out/gpus.txt"
+		fi
 	fi
+	grep '^cpu ' /proc/stat >>"$out/gpus.txt"
 	mkdir -p /tmp/ovh-logs
 	# 50 s on windows: at the default --launch-duty (1 s of launches in
 	# every 40) the launch probes' second on phase falls ~43 s after the
@@ -65,6 +87,7 @@ overhead)
 		"${configs[@]}" --save "$out/ovh.json" --logs /tmp/ovh-logs \
 		--job "python3 $here/multi_pipeline.py --out {out} --ranks 2 --steps 100000 --mode compute" \
 		--truth truth-rank0.jsonl 2>&1 | tee "$out/overhead.txt"
+	grep '^cpu ' /proc/stat >>"$out/gpus.txt"
 	tar -C /tmp -czf "$out/logs.tgz" ovh-logs
 	;;
 costs)

@@ -57,6 +57,12 @@ by the threads that launch its work, a probe's cost is CPU time of those
 threads, so the CPU a step moves with what gpuprof adds to the job and
 far less with the pace of the rest of the job than the step rate does.
 
+--witness CMD runs a CPU-speed witness beside the job (witness.c: a line
+a piece of fixed work; {out} is its file): each window's steady part then
+also has the witness's period, and the step rate on/off is also given at
+equal witness speed and at equal compute time (ovhstats.py says why and
+when each holds).
+
 --job CMD runs another job instead of spec_pipeline.py (MODE is then only
 a label): a command line in which {out} is a directory for its truth
 files, --truth NAME the one (in that directory) whose steps are counted.
@@ -64,9 +70,9 @@ gpuprof attaches to the command's process; give --children in the attach
 flags to follow the processes it starts (multi_pipeline.py's ranks and
 engine), whose CPU counts as the job's.
 """
-import argparse, json, os, shlex, signal, statistics, subprocess, sys, tempfile, time
+import argparse, bisect, json, os, shlex, signal, statistics, subprocess, sys, tempfile, time
 
-from ovhstats import adjusted_line, ci, fit, floor_pairs, pairs, pct
+from ovhstats import COVARIATES, adjusted_line, ci, fit, floor_pairs, pairs, pct
 
 ap = argparse.ArgumentParser()
 ap.add_argument("workload")
@@ -82,6 +88,8 @@ ap.add_argument("--job", default="", help="a job command line instead of spec_pi
 ap.add_argument("--truth", default="truth.jsonl", help="with --job: the truth file in {out} whose steps are counted")
 ap.add_argument("--save", default="", help="write each configuration's steady on/off ratios here (JSON), for overhead_pool.py")
 ap.add_argument("--learn", type=float, default=3.0, help="seconds of each on window left out of 'steady' (gpuprof finding the steps)")
+ap.add_argument("--witness", default="", help="a command ({out}: a file) writing a line a piece of fixed CPU work, "
+                "its first field the piece's end in monotonic ns (witness.c): a covariate gpuprof cannot move")
 ap.add_argument("--logs", default="", help="keep each on window's gpuprof log (GPUPROF_LOG=debug) and summary in this directory")
 args, extra = ap.parse_known_args()
 configs = [(c.split("=", 1)[0], c.split("=", 1)[1].split() if "=" in c else []) for c in args.config]
@@ -103,6 +111,8 @@ if args.job:
 else:
     job = [sys.executable, os.path.join(args.workload, "spec_pipeline.py"), "--mode", args.mode,
            "--steps", str(steps), "--truth", truth, "--start-delay", "0"]
+witness_file = os.path.join(tmp, "witness.txt")
+witness = subprocess.Popen(shlex.split(args.witness.replace("{out}", witness_file)), start_new_session=True) if args.witness else None
 # Its own process group: the processes it starts end with it.
 pipe = subprocess.Popen(pin_job + job, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
@@ -275,10 +285,16 @@ except Stop:
         spans.pop()  # an "on" window is measured against the "off" after it
         ends.pop()
 finally:
-    os.killpg(pipe.pid, signal.SIGKILL)
-    pipe.wait()
+    for p in (pipe, witness):
+        if p:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
 
 rows = [json.loads(l) for l in open(truth)]
+witness_ends = []
+if witness:
+    with open(witness_file) as f:
+        witness_ends = sorted(int(l.split()[0]) for l in f if l.strip())
 
 
 FIELDS = ("period", "step_time", "compute_time", "data_time", "dispatch_wait")
@@ -314,7 +330,9 @@ def measure(skip_on):
         rate = step_rate([r["t_end_ns"] for r in sel])
         st = statistics.median(r["step_time"] for r in sel) if sel else float("nan")
         compute = [r["compute_time"] for r in sel if isinstance(r.get("compute_time"), (int, float))]
-        stats.append((name, rate, st, field_medians(sel), statistics.fmean(compute) if compute else float("nan")))
+        wrate = step_rate(witness_ends[bisect.bisect_left(witness_ends, a):bisect.bisect_left(witness_ends, b)])
+        stats.append((name, rate, st, field_medians(sel), statistics.fmean(compute) if compute else float("nan"),
+                      1 / wrate if wrate > 0 else float("nan")))
     return stats
 
 
@@ -371,7 +389,7 @@ for label, skip in (("whole", 0.5), ("steady", LEARN)):
     stats = measure(skip)
     # Each window's period and mean compute time, for the fit at equal
     # compute time (ovhstats.py).
-    periods = [(w[0], 1 / w[1] if w[1] > 0 else float("nan"), w[4]) for w in stats]
+    periods = [(w[0], 1 / w[1] if w[1] > 0 else float("nan"), w[4], w[5]) for w in stats]
     if label == "steady":
         steady_periods = periods
     for name, flags in configs:
@@ -399,13 +417,15 @@ for label, skip in (("whole", 0.5), ("steady", LEARN)):
             if parts:
                 print(f"  fields on/off: " + "; ".join(parts))
             saved[name] = {"rate": rr, "fields": {f: [x for x, _ in field_ratios(stats, name, f)] for f in FIELDS}}
-            line = adjusted_line(f"  {name}", pairs(periods, name))
+            for col in COVARIATES:
+                line = adjusted_line(f"  {name}", pairs(periods, name, col), col)
+                if line:
+                    print(line)
+    if label == "steady":
+        for col in COVARIATES:
+            line = adjusted_line("  noise floor (off vs off)", floor_pairs(periods, col), col)
             if line:
                 print(line)
-    if label == "steady":
-        line = adjusted_line("  noise floor (off vs off)", floor_pairs(periods))
-        if line:
-            print(line)
         offs = [x for x in stats if x[0] == "off"]
         saved["@floor"] = {"rate": [offs[i][1] / ((offs[i - 1][1] + offs[i + 1][1]) / 2) for i in range(1, len(offs) - 1)]}
     # Against the @idle control: each alternation's on/off ratio over the
@@ -458,14 +478,14 @@ elif LEARN < secs - 0.5:
     print("  " + "  ".join(f"{n} {c:.2f} ms {w:.0f} sw" for n, c, w in stats))
 
 
-def profile(name, slope=None, bin_s=1.0):
+def profile(name, slope=None, col=2, bin_s=1.0):
     """name's step rate in bins of bin_s from each of its windows' start,
     over the mean rate of the off windows either side, median over its
     windows: where in a window the cost is (the attach and learning, the
     sampled on phases, the steady state between them). With slope, each
-    bin is taken at the off windows' compute time as the fit does
-    (ovhstats.py): a bin's rate moves ~4% with the GPU's, more than the
-    cost of any one second."""
+    bin is taken at the off windows' covariate (col, as the fit's:
+    ovhstats.py): a bin's rate moves ~4% with the job's drift, more than
+    the cost of any one second."""
     stats = measure(0.5)
     bins = {}
     for i, (n, a, b, *_) in enumerate(spans):
@@ -473,8 +493,8 @@ def profile(name, slope=None, bin_s=1.0):
             continue
         l, r = stats[i - 1], stats[i + 1]
         off = (l[1] + r[1]) / 2
-        off_period, off_compute = (1 / l[1] + 1 / r[1]) / 2, (l[4] + r[4]) / 2
-        if not (off == off and off_compute == off_compute):
+        off_cov = (l[col + 2] + r[col + 2]) / 2
+        if not (off == off and off_cov == off_cov):
             continue
         sel = [r for r in rows if a <= r["t_end_ns"] < ends[i]]
         for k in range(int((ends[i] - a) / 1e9 / bin_s)):
@@ -485,9 +505,15 @@ def profile(name, slope=None, bin_s=1.0):
                 continue
             x = rate / off
             if slope is not None:
-                compute = statistics.fmean(r.get("compute_time", off_compute) for r in in_bin)
-                x *= 1 + slope * (compute - off_compute) / off_period
-            bins.setdefault(k, []).append(x)
+                if col == 2:
+                    cov = statistics.fmean(r.get("compute_time", off_cov) for r in in_bin)
+                else:
+                    w = step_rate(witness_ends[bisect.bisect_left(witness_ends, lo):bisect.bisect_left(witness_ends, hi)])
+                    cov = 1 / w if w > 0 else float("nan")
+                # y = a + b x at the bin: its period ratio less b x.
+                x = 1 / (1 / x - slope * (cov / off_cov - 1))
+            if x == x:
+                bins.setdefault(k, []).append(x)
     return [(k * bin_s, statistics.median(v), len(v)) for k, v in sorted(bins.items())]
 
 
@@ -496,11 +522,12 @@ for name, flags in configs:
     if prof:
         print(f"{name}: step rate on/off by second since attach (median over windows): " +
               " ".join(f"{t:.0f}s {pct(x)}" for t, x, _ in prof))
-    f = fit(pairs(steady_periods, name))
-    prof = profile(name, f[1]) if f else None
-    if prof:
-        print(f"{name}: the same at equal compute time (slope {f[1]:.2f}): " +
-              " ".join(f"{t:.0f}s {pct(x)}" for t, x, _ in prof))
+    for col, what in COVARIATES.items():
+        f = fit(pairs(steady_periods, name, col))
+        prof = profile(name, f[1], col) if f else None
+        if prof:
+            print(f"{name}: the same at equal {what} (slope {f[1]:.2f}): " +
+                  " ".join(f"{t:.0f}s {pct(x)}" for t, x, _ in prof))
 if args.save:
     with open(args.save, "w") as f:
         json.dump({"mode": args.mode, "seconds": secs, "off_seconds": off_secs, "learn": LEARN, "configs": saved,
@@ -508,8 +535,9 @@ if args.save:
                    # window's name, start, end and nominal end, and the
                    # end of each step logged.
                    "windows": [(n, a, b, e) for (n, a, b, *_), e in zip(spans, ends)],
-                   # The steady part's (name, period, mean compute time)
-                   # of each window, for overhead_pool.py's fit.
+                   # The steady part's (name, period, mean compute time,
+                   # witness period) of each window, for overhead_pool.py.
                    "steady_periods": steady_periods,
                    "step_ends": [r["t_end_ns"] for r in rows if "t_end_ns" in r],
-                   "step_compute": [r.get("compute_time") for r in rows if "t_end_ns" in r]}, f)
+                   "step_compute": [r.get("compute_time") for r in rows if "t_end_ns" in r],
+                   "witness_ends": witness_ends}, f)

@@ -2,14 +2,14 @@
 runs (of one build and one job), and prints each configuration's step
 rate and truth fields on/off over all their windows, with 95% bootstrap
 intervals of the median, next to the pooled noise floor; then the step
-rate on/off at equal compute time (ovhstats.py), fitted over all the
-runs' windows at once.
+rate on/off at equal compute time and at equal witness speed
+(ovhstats.py), each fitted over all the runs' windows at once.
 
   python3 testdata/gpuhost/overhead_pool.py RUN.json...
 """
 import json, statistics, sys
 
-from ovhstats import adjusted_line, ci, floor_pairs, pairs, pct
+from ovhstats import COVARIATES, adjusted_line, ci, floor_pairs, pairs, pct
 
 
 def line(what, xs):
@@ -36,11 +36,12 @@ for name in names:
             print(f"  {line(f, xs)}")
 # Runs saved before the fit have no steady_periods: they are left out of it.
 fitted = [r for r in runs if r.get("steady_periods")]
-for name in names:
-    if name == "@floor":
-        ps, label = [p for r in fitted for p in floor_pairs(r["steady_periods"])], "noise floor (off vs off)"
-    else:
-        ps, label = [p for r in fitted for p in pairs(r["steady_periods"], name)], name
-    out = adjusted_line(f"{label} over {len(fitted)} runs", ps)
-    if out:
-        print(out)
+for col in COVARIATES:
+    for name in names:
+        if name == "@floor":
+            ps, label = [p for r in fitted for p in floor_pairs(r["steady_periods"], col)], "noise floor (off vs off)"
+        else:
+            ps, label = [p for r in fitted for p in pairs(r["steady_periods"], name, col)], name
+        out = adjusted_line(f"{label} over {len(fitted)} runs", ps, col)
+        if out:
+            print(out)

@@ -10,13 +10,22 @@ phase, the gets, the launches that run ahead of the GPU. So alongside the
 plain ratio each on window's period is also compared with its off
 neighbours' at equal compute time: a least-squares fit of
 
-    period_on / period_off - 1  =  a + b * (compute_on - compute_off) / period_off
+    period_on / period_off - 1  =  a + b * (compute_on / compute_off - 1)
 
 over the windows, where a is gpuprof's cost at equal compute time (its
 95% interval bootstrapped over windows) and b how the period follows the
 compute time. The fit is given beside the compute time's own on/off
 ratio: a cost that reached the GPU's work (a launch late enough to leave
 the GPU idle) would show there, and the adjustment would not count it.
+On the H200 pair one did: the GPU is ~60% busy, its work paced by the
+threads that launch it, and compute time rose ~2% on/off.
+
+So a second covariate is one gpuprof cannot move: a witness (witness.c)
+doing fixed CPU work on a CPU of its own, whose period is the time the
+host takes for that work. The host is a VM, and the autograd thread's CPU
+time for the same work a step moved by 30% from window to window with
+gpuprof off: the host's CPU speed is the likelier source of the job's
+drift. The same fit, with the witness's period as x.
 """
 import random
 import statistics
@@ -34,44 +43,45 @@ def pct(x):
     return f"{100 * (x - 1):+.2f}%"
 
 
-def _ok(w):
-    return all(isinstance(v, float) and v == v and v > 0 for v in w[1:])
+def _ok(w, col):
+    return all(isinstance(v, float) and v == v and v > 0 for v in (w[1], w[col]))
 
 
-def _against(w, l, r):
-    return (w[1], w[2]), ((l[1] + r[1]) / 2, (l[2] + r[2]) / 2)
+def _against(w, l, r, col):
+    return (w[1], w[col]), ((l[1] + r[1]) / 2, (l[col] + r[col]) / 2)
 
 
-def pairs(windows, name):
+def pairs(windows, name, col=2):
     """Each of name's windows against the mean of the "off" windows on
-    either side: ((period, compute) of it, (period, compute) of the off
-    mean). windows: (name, period s, mean compute s) in run order; a
+    either side: ((period, covariate) of it, (period, covariate) of the off
+    mean). windows: (name, period s, covariate...) in run order, col the
+    covariate's index (2: mean compute time, 3: the witness's period); a
     window with either missing (nan or None) is left out."""
     out = []
     for i, w in enumerate(windows):
-        if w[0] != name or i == 0 or i + 1 >= len(windows):
+        if w[0] != name or i == 0 or i + 1 >= len(windows) or len(w) <= col:
             continue
         l, r = windows[i - 1], windows[i + 1]
-        if l[0] == r[0] == "off" and _ok(w) and _ok(l) and _ok(r):
-            out.append(_against(w, l, r))
+        if l[0] == r[0] == "off" and _ok(w, col) and _ok(l, col) and _ok(r, col):
+            out.append(_against(w, l, r, col))
     return out
 
 
-def floor_pairs(windows):
+def floor_pairs(windows, col=2):
     """The same for each "off" window against the "off" windows either
     side of it (two windows away): the estimator's noise floor."""
-    offs = [w for w in windows if w[0] == "off" and _ok(w)]
-    return [_against(offs[i], offs[i - 1], offs[i + 1]) for i in range(1, len(offs) - 1)]
+    offs = [w for w in windows if w[0] == "off" and len(w) > col and _ok(w, col)]
+    return [_against(offs[i], offs[i - 1], offs[i + 1], col) for i in range(1, len(offs) - 1)]
 
 
 def fit(ps):
-    """Least squares of y = a + b x over the pairs (see the module's
-    comment); (a, b), or None with fewer than three pairs or no spread in
-    x."""
+    """Least squares of y = a + b x over the pairs, y the period's and x
+    the covariate's relative change on/off (see the module's comment);
+    (a, b), or None with fewer than three pairs or no spread in x."""
     if len(ps) < 3:
         return None
     ys = [p / po - 1 for (p, _), (po, _) in ps]
-    xs = [(c - co) / po for (_, c), (po, co) in ps]
+    xs = [c / co - 1 for (_, c), (_, co) in ps]
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     sxx = sum((x - mx) ** 2 for x in xs)
     if sxx == 0:
@@ -92,10 +102,13 @@ def adjusted(ps, n=2000):
     return 1 / (1 + f[0]), (boots[int(0.025 * len(boots))], boots[int(0.975 * len(boots))]), f[1]
 
 
-def adjusted_line(label, ps):
+COVARIATES = {2: "compute time", 3: "witness speed"}
+
+
+def adjusted_line(label, ps, col=2):
     """One printed line for adjusted(ps), or None."""
     r = adjusted(ps)
     if r is None:
         return None
     rate, (lo, hi), b = r
-    return f"{label}: step rate on/off at equal compute time {pct(rate)} (95% CI {pct(lo)}..{pct(hi)}, n={len(ps)}, slope {b:.2f})"
+    return f"{label}: step rate on/off at equal {COVARIATES[col]} {pct(rate)} (95% CI {pct(lo)}..{pct(hi)}, n={len(ps)}, slope {b:.2f})"
