@@ -238,7 +238,7 @@ func (w *poolWatch) read(now time.Time) []events.Event {
 			// Targets attached since (engines found by --children).
 			w.share(k, wp, wp.minor, now)
 		}
-		if w.readByBPF(k, wp, now) && now.Sub(wp.read) < poolRecheck {
+		if (w.readByBPF(k, wp, now) || w.notThePool(k, wp)) && now.Sub(wp.read) < poolRecheck {
 			continue
 		}
 		if now.Sub(wp.resolved) >= poolResolve {
@@ -289,6 +289,22 @@ func (w *poolWatch) readByBPF(k poolKey, wp *watchedPool, now time.Time) bool {
 	pid := uint32(k.pid)
 	in, ok := w.inBPF[pid]
 	return ok && in == wordOf(wp.pool) && now.Sub(w.bpfRead[pid]) < bpfFresh
+}
+
+// notThePool says whether a queue is not its process's pool, the step
+// thread being known: the correlator reads no step's pool from it, so it
+// is read once a poolRecheck, like one the BPF programs read. In the H200
+// pair's recorded trace each rank watched three multiprocessing queues
+// and the engine four (the ranks' queues are shared to every process),
+// all but one a process read every PoolInterval (10 ms): ~700 reads a
+// second of the job's memory, for readings no step used.
+func (w *poolWatch) notThePool(k poolKey, wp *watchedPool) bool {
+	tid, known := w.step[k.pid]
+	if !known {
+		return false
+	}
+	pool, ok := w.pick(k.pid, tid)
+	return ok && pool != wp
 }
 
 // reader is the process's pymem reader; minor 0 takes the one made.

@@ -79,3 +79,75 @@ sys.stdin.read()`)
 		t.Fatalf("BPF readings stale: %+v, want the polled length 3", evs)
 	}
 }
+
+// A queue that is not its process's pool, once the step thread is known,
+// is read once a poolRecheck: no step's pool comes from it. Before that
+// every queue is read each PoolInterval, as the pool is not known yet.
+func TestPoolOtherQueuesReadOnceARecheck(t *testing.T) {
+	testenv.RequireRoot(t) // process_vm_readv of another process
+	var python string
+	for _, p := range testenv.Pythons(t) {
+		python = p
+		break
+	}
+	cmd := exec.Command(python, "-c", `import queue, sys
+pool, other = queue.Queue(), queue.Queue()
+for i in range(3): pool.put(i)
+for i in range(5): other.put(i)
+print(sys.version_info.minor, id(pool), id(other), flush=True)
+sys.stdin.read()`)
+	stdin, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("python printed nothing: %v", err)
+	}
+	f := strings.Fields(line)
+	if len(f) != 3 {
+		t.Fatalf("python printed %q, want the minor and two addresses", line)
+	}
+	minor, _ := strconv.Atoi(f[0])
+	pool, _ := strconv.ParseUint(f[1], 10, 64)
+	other, _ := strconv.ParseUint(f[2], 10, 64)
+	pid := cmd.Process.Pid
+
+	w := newPoolWatch(nil)
+	get := func(tid int, addr uint64) {
+		w.note(&events.Event{Kind: events.KindPyWait, PID: uint32(pid), TID: uint32(tid),
+			Frames: []events.PyFrame{{Func: "Queue.get", File: "/usr/lib/python3/queue.py", Self: addr}}}, minor)
+	}
+	get(pid, pool)    // the step thread's
+	get(pid+1, other) // another thread's, last
+	lengths := func(evs []events.Event) map[uint64]uint64 {
+		m := map[uint64]uint64{}
+		for _, e := range evs {
+			m[e.Args[1]] = e.Args[0]
+		}
+		return m
+	}
+	now := time.Now()
+	if got := lengths(w.read(now)); got[pool] != 3 || got[other] != 5 || len(got) != 2 {
+		t.Fatalf("first reading: %v, want both queues (3 and 5)", got)
+	}
+	at := now.Add(poolResend)
+	if got := lengths(w.read(at)); len(got) != 2 {
+		t.Fatalf("step thread unknown, %v in: %v, want both queues read again", at.Sub(now), got)
+	}
+	w.setStepThread(pid, uint32(pid))
+	for at = at.Add(poolResend); at.Sub(now) < poolResend+poolRecheck; at = at.Add(poolResend) {
+		got := lengths(w.read(at))
+		if _, ok := got[other]; ok {
+			t.Fatalf("%v in, the step thread's pool known: the other queue read again within %v", at.Sub(now), poolRecheck)
+		}
+		if got[pool] != 3 {
+			t.Fatalf("%v in: the pool not read (%v)", at.Sub(now), got)
+		}
+	}
+	if got := lengths(w.read(now.Add(poolResend + poolRecheck))); got[other] != 5 {
+		t.Fatalf("after poolRecheck: %v, want the other queue read once more", got)
+	}
+}
