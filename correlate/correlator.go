@@ -143,7 +143,7 @@ func New(cfg Config) (*Correlator, error) {
 	c := &Correlator{cfg: cfg, records: map[handle]record{}, allocs: map[handle]uint64{},
 		names: map[handle]string{}, sum: newSummaryAcc(), counted: !cfg.NoLaunchCounts,
 		engines: map[uint64]*engineThread{}, candidates: map[uint64]bool{}, pools: newPools(),
-		gets: newWholeGets()}
+		gets: newWholeGets(cfg.User)}
 	if cfg.Boundary != "" {
 		m, err := parseBoundary(cfg.Boundary)
 		if err != nil {

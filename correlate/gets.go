@@ -1,15 +1,61 @@
 package correlate
 
-import "github.com/gpuprof/gpuprof/events"
+import (
+	"strings"
+
+	"github.com/gpuprof/gpuprof/events"
+)
 
 // wholeGets gives each whole get (a --probe get=..., as attach adds for
 // multiprocessing queues) the kind of wait it is: that of the last wait
 // inside it on its thread, else that of the thread's last get that had
 // one. A get that blocked on nothing, on a thread whose gets never did,
 // is no wait: nothing says whether it took samples or batches.
+//
+// A wait seen inside the get function before any whole get came counts
+// too: gpuprof starts timing a thread's gets once it sees it wait inside
+// one, and where the pool then stays full no later get may block before
+// the wait probes go with the launch probes (1 s in 40): every get of the
+// run was no wait, and its time data_time (seen beside a busy loop on 2
+// CPUs, in 1 run of 2).
 type wholeGets struct {
 	last map[uint64]waitEnd  // by pid<<32|tid: the thread's last wait
 	kind map[uint64]WaitKind // by pid<<32|tid: the kind of its last get known
+	fns  []getFunc           // the functions whole gets are probed on
+}
+
+// getFunc is a Python function whole gets are probed on (a role get
+// probe's MODULE:QUALNAME): the file a frame of it ends in, and its names
+// (3.10's frames name a method without its class).
+type getFunc struct {
+	file, qualname, name string
+}
+
+// getFuncs are the functions of the user probes of role get.
+func getFuncs(user map[uint16]UserProbe) []getFunc {
+	var out []getFunc
+	for _, up := range user {
+		module, qualname, ok := strings.Cut(up.Name, ":")
+		if up.Role != "get" || !ok || module == "" || qualname == "" {
+			continue
+		}
+		out = append(out, getFunc{file: "/" + strings.ReplaceAll(module, ".", "/") + ".py", qualname: qualname,
+			name: qualname[strings.LastIndexByte(qualname, '.')+1:]})
+	}
+	return out
+}
+
+// inGet says whether frames hold a call of a function whole gets are
+// probed on.
+func (g *wholeGets) inGet(frames []events.PyFrame) bool {
+	for _, f := range frames {
+		for _, fn := range g.fns {
+			if (f.Func == fn.qualname || f.Func == fn.name) && strings.HasSuffix(f.File, fn.file) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 type waitEnd struct {
@@ -17,14 +63,19 @@ type waitEnd struct {
 	end  uint64
 }
 
-func newWholeGets() wholeGets {
-	return wholeGets{last: map[uint64]waitEnd{}, kind: map[uint64]WaitKind{}}
+func newWholeGets(user map[uint16]UserProbe) wholeGets {
+	return wholeGets{last: map[uint64]waitEnd{}, kind: map[uint64]WaitKind{}, fns: getFuncs(user)}
 }
 
 // noteWait remembers a Python wait; it comes before the get it is in
-// (events come as calls return).
+// (events come as calls return). One inside the get function names the
+// kind of the thread's gets, whole gets timed yet or not.
 func (g *wholeGets) noteWait(e *events.Event, kind WaitKind) {
-	g.last[threadID(e.PID, e.TID)] = waitEnd{kind, e.End}
+	k := threadID(e.PID, e.TID)
+	g.last[k] = waitEnd{kind, e.End}
+	if (kind == WaitDispatch || kind == WaitData) && g.inGet(e.Frames) {
+		g.kind[k] = kind
+	}
 }
 
 // kindOf returns the kind of wait a whole get e is, if known.

@@ -78,6 +78,40 @@ func TestWholeGetTakesItsWaitsKind(t *testing.T) {
 	}
 }
 
+// TestWholeGetKindFromAWaitBeforeTheWatch: gpuprof starts timing a
+// thread's gets once it sees it wait inside one, so that first wait comes
+// before any whole get; where the pool then stays full, none of the gets
+// timed blocks. They are the kind of wait the one before was (here,
+// dispatch), in the 3.11+ frames' names and 3.10's alike.
+func TestWholeGetKindFromAWaitBeforeTheWatch(t *testing.T) {
+	const get = 0x8000
+	for _, fn := range []string{"Queue.get", "get"} {
+		t.Run(fn, func(t *testing.T) {
+			tr := newThread(100, 101, 0)
+			tr.evs = append(tr.evs, events.Event{Kind: events.KindPyWait, PID: 100, TID: 101, Start: tr.t, End: tr.t + 4*ms,
+				Frames: []events.PyFrame{{Func: "Connection.recv_bytes", File: "/usr/lib/python3.10/multiprocessing/connection.py"},
+					{Func: fn, File: "/usr/lib/python3.10/multiprocessing/queues.py"}, {Func: "train", File: "train.py"}}})
+			tr.t += 5 * ms
+			for range 40 {
+				start := tr.t
+				tr.idle(70 * us) // a get that does not block
+				tr.evs = append(tr.evs, events.Event{Kind: events.KindCall, API: get, PID: 100, TID: 101, Start: start, End: tr.t})
+				tr.idle(300 * us)
+				tr.call(t, "cudaMemcpyAsync", 20*us, 0xa000, 0xb000, 1<<20, 1, 0)
+				tr.launch(30, 10*us)
+				tr.call(t, "cudaStreamSynchronize", ms, 0)
+			}
+			_, steps := run(t, Config{User: map[uint16]UserProbe{get: {Role: "get", Name: "multiprocessing.queues:Queue.get"}}}, tr.evs)
+			if len(steps) != 39 {
+				t.Fatalf("%d steps, want 39", len(steps))
+			}
+			for _, s := range steps {
+				within(t, "dispatch_wait", s.DispatchWait, 70e-6, 1e-9)
+			}
+		})
+	}
+}
+
 // TestWaitsGoWithLaunchProbes: a loop whose every wait lies inside the
 // whole gets that open its steps needs none of the Python wait probes
 // (WaitProbesNeeded), which may then go with the launch probes. Steps

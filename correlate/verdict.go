@@ -69,8 +69,19 @@ func diagnose(s Summary) Verdict {
 	}
 	capsKnown := s.InferCapacity.N > 0 && s.TrainCapacity.N > 0
 	// A pool that never runs dry while training hardly waits is the seed's
-	// "pool grows": training-bound, whatever the capacity estimates say.
-	stocked := s.Pool.N > 0 && s.Pool.P10 > 0 && (!waitKnown || share < nearShare)
+	// "pool grows": training-bound, whatever the capacity estimates say. So
+	// is one that holds a whole step's samples at nearly every step's end,
+	// however long the gets take: the next step's gets find their samples
+	// there, and their time is taking them (a multiprocessing get's lock,
+	// pipe read and unpickling, timed whole), not waiting for inference.
+	// Beside a busy loop on 2 CPUs those came to 17% of a step with the
+	// pool full, and read as "training waits for samples".
+	holdsAStep := s.Pool.N > 0 && s.Samples.N > 0 && s.Samples.P50 > 0 && s.Pool.P10 >= s.Samples.P50
+	stocked := s.Pool.N > 0 && s.Pool.P10 > 0 && (!waitKnown || share < nearShare || holdsAStep)
+	if holdsAStep && waitKnown && share >= nearShare {
+		v.Evidence = append(v.Evidence, fmt.Sprintf("the pool held a step's %.0f samples at 90%% of step ends: "+
+			"dispatch_wait is the gets' own time, not a wait for inference", s.Samples.P50))
+	}
 	if capsKnown {
 		i, t := s.InferCapacity.P50, s.TrainCapacity.P50
 		v.Evidence = append(v.Evidence, fmt.Sprintf("I = %.1f/s (inference capacity), T = %.1f/s (training capacity)", i, t))
@@ -85,14 +96,14 @@ func diagnose(s Summary) Verdict {
 		case i < t:
 			return inferenceBound(v, true)
 		}
-	} else if waitKnown && share >= inferenceShare {
+	} else if waitKnown && share >= inferenceShare && !holdsAStep {
 		return inferenceBound(v, s.InferCapacity.N > 0)
 	}
 	if !waitKnown {
 		v.Evidence = append(v.Evidence, "dispatch wait unknown: no Python interpreter's waits were probed")
 		v.Next = append(v.Next, "if the loop waits for samples in native code, name that call with --probe dispatch=LIB:SYMBOL")
 	}
-	if !capsKnown && waitKnown && share >= nearShare {
+	if !capsKnown && waitKnown && share >= nearShare && !holdsAStep {
 		v.Bottleneck = "balanced (training waits for samples some of the time)"
 		v.Next = append(v.Next, "inference and training capacities are close: --batch-size and --probe infer=... measure T and I")
 		training(&v, s)

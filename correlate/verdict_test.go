@@ -97,6 +97,20 @@ func TestStockedPoolIsTrainingBound(t *testing.T) {
 	if v := Diagnose(s); v.Bottleneck != "training: data loading / transfer" {
 		t.Errorf("bottleneck %q, want training: data loading", v.Bottleneck)
 	}
+	// Gets that take 17% of a step from a pool that holds a step's samples
+	// at 90% of step ends: their time is taking the samples, not waiting
+	// for inference (a multiprocessing queue kept full, on a loaded host).
+	full := Summary{Steps: 100, WallTime: d(0.0196), StepTime: d(0.0163), DispatchWait: d(0.0033), DataTime: d(0.0151),
+		ComputeTime: d(0.00101), Pool: d(64), PoolKind: "multiprocessing.Queue", Samples: d(4)}
+	if v := Diagnose(full); v.Bottleneck != "training: data loading / transfer" || !strings.Contains(strings.Join(v.Evidence, "\n"), "gets' own time") {
+		t.Errorf("full pool, long gets: bottleneck %q (evidence %q), want training: data loading, the gets' own time", v.Bottleneck, v.Evidence)
+	}
+	// The same gets from a pool that holds less than a step's samples at
+	// some step ends: the step's later gets may wait for the engines.
+	full.Pool = Dist{N: 100, P10: 2, P50: 5, P90: 9}
+	if v := Diagnose(full); !strings.HasPrefix(v.Bottleneck, "balanced") {
+		t.Errorf("a pool short of a step's samples, long gets: bottleneck %q, want balanced", v.Bottleneck)
+	}
 	// The same capacities with a pool that runs dry: I ≈ T.
 	s.Pool = Dist{N: 100, P10: 0, P50: 1, P90: 3}
 	if v := Diagnose(s); v.Bottleneck != "balanced (I ≈ T)" {
