@@ -81,6 +81,8 @@ func diagnose(s Summary) Verdict {
 	if holdsAStep && waitKnown && share >= nearShare {
 		v.Evidence = append(v.Evidence, fmt.Sprintf("the pool held a step's %.0f samples at 90%% of step ends: "+
 			"dispatch_wait is the gets' own time, not a wait for inference", s.Samples.P50))
+		v.Next = append(v.Next, fmt.Sprintf("taking samples that are waiting costs %.0f%% of a step: fewer, larger items a get "+
+			"(a batch a put), or take them on a thread that runs ahead of the step", 100*share))
 	}
 	if capsKnown {
 		i, t := s.InferCapacity.P50, s.TrainCapacity.P50

@@ -102,8 +102,10 @@ func TestStockedPoolIsTrainingBound(t *testing.T) {
 	// for inference (a multiprocessing queue kept full, on a loaded host).
 	full := Summary{Steps: 100, WallTime: d(0.0196), StepTime: d(0.0163), DispatchWait: d(0.0033), DataTime: d(0.0151),
 		ComputeTime: d(0.00101), Pool: d(64), PoolKind: "multiprocessing.Queue", Samples: d(4)}
-	if v := Diagnose(full); v.Bottleneck != "training: data loading / transfer" || !strings.Contains(strings.Join(v.Evidence, "\n"), "gets' own time") {
-		t.Errorf("full pool, long gets: bottleneck %q (evidence %q), want training: data loading, the gets' own time", v.Bottleneck, v.Evidence)
+	if v := Diagnose(full); v.Bottleneck != "training: data loading / transfer" || !strings.Contains(strings.Join(v.Evidence, "\n"), "gets' own time") ||
+		!strings.Contains(strings.Join(v.Next, "\n"), "costs 17% of a step") {
+		t.Errorf("full pool, long gets: bottleneck %q (evidence %q, next %q), want training: data loading, the gets' own time and their cost",
+			v.Bottleneck, v.Evidence, v.Next)
 	}
 	// The same gets from a pool that holds less than a step's samples at
 	// some step ends: the step's later gets may wait for the engines.
