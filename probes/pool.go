@@ -83,7 +83,15 @@ type poolWatch struct {
 	// map.
 	setWord func(pid uint32, p bpfPool) error
 	// peers are the other targets, to share a semaphore with (poolshare.go).
-	peers    func(pid int) []int
+	peers func(pid int) []int
+	// stepless says a process has no steps to come: CPU-only for long
+	// enough that its wait probes are thinned (cpuonly.go). Its queues are
+	// read once a poolRecheck: no step's pool comes from them. A
+	// DataLoader's workers or engine processes putting into a trainer's
+	// queue are read there, by the BPF programs; read here, every
+	// PoolInterval, they were ~200 reads a second of each producer's
+	// memory on the dev VM (testdata/python/pipeline.py --procs).
+	stepless func(pid int) bool
 	procRoot string
 }
 
@@ -238,7 +246,7 @@ func (w *poolWatch) read(now time.Time) []events.Event {
 			// Targets attached since (engines found by --children).
 			w.share(k, wp, wp.minor, now)
 		}
-		if (w.readByBPF(k, wp, now) || w.notThePool(k, wp)) && now.Sub(wp.read) < poolRecheck {
+		if (w.readByBPF(k, wp, now) || w.notThePool(k, wp) || w.stepless != nil && w.stepless(k.pid)) && now.Sub(wp.read) < poolRecheck {
 			continue
 		}
 		if now.Sub(wp.resolved) >= poolResolve {

@@ -16,39 +16,12 @@ import (
 // process's memory every 10 ms slowed a data-bound job by ~4%. Its
 // readings stopping brings the polling back.
 func TestPoolPolledOnlyWithoutBPFReadings(t *testing.T) {
-	testenv.RequireRoot(t) // process_vm_readv of another process
-	var python string
-	for _, p := range testenv.Pythons(t) {
-		python = p
-		break
-	}
-	cmd := exec.Command(python, "-c", `import queue, sys
-q = queue.Queue()
-for i in range(3): q.put(i)
-print(sys.version_info.minor, id(q), flush=True)
-sys.stdin.read()`)
-	stdin, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("python printed nothing: %v", err)
-	}
-	var minor int
-	var addr uint64
-	if f := strings.Fields(line); len(f) == 2 {
-		minor, _ = strconv.Atoi(f[0])
-		addr, _ = strconv.ParseUint(f[1], 10, 64)
-	}
-	pid := cmd.Process.Pid
+	pid, minor, addrs := queuesIn(t, 3)
+	addr := addrs[0]
 
 	inBPF := map[uint32]uint64{}
 	w := newPoolWatch(func(p uint32, word bpfPool) error { inBPF[p] = word.addr; return nil })
-	w.note(&events.Event{Kind: events.KindPyWait, PID: uint32(pid), TID: uint32(pid),
-		Frames: []events.PyFrame{{Func: "Queue.get", File: "/usr/lib/python3/queue.py", Self: addr}}}, minor)
+	noteGet(w, pid, pid, minor, addr)
 
 	now := time.Now()
 	evs := w.read(now)
@@ -84,6 +57,38 @@ sys.stdin.read()`)
 // is read once a poolRecheck: no step's pool comes from it. Before that
 // every queue is read each PoolInterval, as the pool is not known yet.
 func TestPoolOtherQueuesReadOnceARecheck(t *testing.T) {
+	pid, minor, addrs := queuesIn(t, 3, 5)
+	pool, other := addrs[0], addrs[1]
+	w := newPoolWatch(nil)
+	noteGet(w, pid, pid, minor, pool)    // the step thread's
+	noteGet(w, pid, pid+1, minor, other) // another thread's, last
+	now := time.Now()
+	if got := lengthsRead(w.read(now)); got[pool] != 3 || got[other] != 5 || len(got) != 2 {
+		t.Fatalf("first reading: %v, want both queues (3 and 5)", got)
+	}
+	at := now.Add(poolResend)
+	if got := lengthsRead(w.read(at)); len(got) != 2 {
+		t.Fatalf("step thread unknown, %v in: %v, want both queues read again", at.Sub(now), got)
+	}
+	w.setStepThread(pid, uint32(pid))
+	for at = at.Add(poolResend); at.Sub(now) < poolResend+poolRecheck; at = at.Add(poolResend) {
+		got := lengthsRead(w.read(at))
+		if _, ok := got[other]; ok {
+			t.Fatalf("%v in, the step thread's pool known: the other queue read again within %v", at.Sub(now), poolRecheck)
+		}
+		if got[pool] != 3 {
+			t.Fatalf("%v in: the pool not read (%v)", at.Sub(now), got)
+		}
+	}
+	if got := lengthsRead(w.read(now.Add(poolResend + poolRecheck))); got[other] != 5 {
+		t.Fatalf("after poolRecheck: %v, want the other queue read once more", got)
+	}
+}
+
+// queuesIn starts a Python process holding queue.Queues of the given
+// lengths and returns its PID, CPython minor and the queues' addresses.
+func queuesIn(t *testing.T, lengths ...int) (pid, minor int, addrs []uint64) {
+	t.Helper()
 	testenv.RequireRoot(t) // process_vm_readv of another process
 	var python string
 	for _, p := range testenv.Pythons(t) {
@@ -91,11 +96,14 @@ func TestPoolOtherQueuesReadOnceARecheck(t *testing.T) {
 		break
 	}
 	cmd := exec.Command(python, "-c", `import queue, sys
-pool, other = queue.Queue(), queue.Queue()
-for i in range(3): pool.put(i)
-for i in range(5): other.put(i)
-print(sys.version_info.minor, id(pool), id(other), flush=True)
+qs = [queue.Queue() for _ in sys.argv[1:]]
+for q, n in zip(qs, sys.argv[1:]):
+    for i in range(int(n)): q.put(i)
+print(sys.version_info.minor, *map(id, qs), flush=True)
 sys.stdin.read()`)
+	for _, n := range lengths {
+		cmd.Args = append(cmd.Args, strconv.Itoa(n))
+	}
 	stdin, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
@@ -107,47 +115,54 @@ sys.stdin.read()`)
 		t.Fatalf("python printed nothing: %v", err)
 	}
 	f := strings.Fields(line)
-	if len(f) != 3 {
-		t.Fatalf("python printed %q, want the minor and two addresses", line)
+	if len(f) != 1+len(lengths) {
+		t.Fatalf("python printed %q, want the minor and %d addresses", line, len(lengths))
 	}
-	minor, _ := strconv.Atoi(f[0])
-	pool, _ := strconv.ParseUint(f[1], 10, 64)
-	other, _ := strconv.ParseUint(f[2], 10, 64)
-	pid := cmd.Process.Pid
+	minor, _ = strconv.Atoi(f[0])
+	for _, a := range f[1:] {
+		addr, _ := strconv.ParseUint(a, 10, 64)
+		addrs = append(addrs, addr)
+	}
+	return cmd.Process.Pid, minor, addrs
+}
 
+// noteGet tells w that thread tid of pid waited in a get of the queue at addr.
+func noteGet(w *poolWatch, pid, tid, minor int, addr uint64) {
+	w.note(&events.Event{Kind: events.KindPyWait, PID: uint32(pid), TID: uint32(tid),
+		Frames: []events.PyFrame{{Func: "Queue.get", File: "/usr/lib/python3/queue.py", Self: addr}}}, minor)
+}
+
+// lengthsRead are the queues' lengths in a reading's events, by address.
+func lengthsRead(evs []events.Event) map[uint64]uint64 {
+	m := map[uint64]uint64{}
+	for _, e := range evs {
+		m[e.Args[1]] = e.Args[0]
+	}
+	return m
+}
+
+// A CPU-only process's queues (its wait probes thinned: no steps to come)
+// are read once a poolRecheck, before and after its first reading alike.
+func TestPoolOfAStepLessProcessReadOnceARecheck(t *testing.T) {
+	pid, minor, addrs := queuesIn(t, 7)
 	w := newPoolWatch(nil)
-	get := func(tid int, addr uint64) {
-		w.note(&events.Event{Kind: events.KindPyWait, PID: uint32(pid), TID: uint32(tid),
-			Frames: []events.PyFrame{{Func: "Queue.get", File: "/usr/lib/python3/queue.py", Self: addr}}}, minor)
-	}
-	get(pid, pool)    // the step thread's
-	get(pid+1, other) // another thread's, last
-	lengths := func(evs []events.Event) map[uint64]uint64 {
-		m := map[uint64]uint64{}
-		for _, e := range evs {
-			m[e.Args[1]] = e.Args[0]
-		}
-		return m
-	}
+	stepless := false
+	w.stepless = func(p int) bool { return p == pid && stepless }
+	noteGet(w, pid, pid, minor, addrs[0])
 	now := time.Now()
-	if got := lengths(w.read(now)); got[pool] != 3 || got[other] != 5 || len(got) != 2 {
-		t.Fatalf("first reading: %v, want both queues (3 and 5)", got)
+	if got := lengthsRead(w.read(now)); got[addrs[0]] != 7 {
+		t.Fatalf("first reading: %v, want 7", got)
 	}
-	at := now.Add(poolResend)
-	if got := lengths(w.read(at)); len(got) != 2 {
-		t.Fatalf("step thread unknown, %v in: %v, want both queues read again", at.Sub(now), got)
+	if got := lengthsRead(w.read(now.Add(poolResend))); got[addrs[0]] != 7 {
+		t.Fatalf("a process not (yet) known step-less: %v, want its queue read each time", got)
 	}
-	w.setStepThread(pid, uint32(pid))
-	for at = at.Add(poolResend); at.Sub(now) < poolResend+poolRecheck; at = at.Add(poolResend) {
-		got := lengths(w.read(at))
-		if _, ok := got[other]; ok {
-			t.Fatalf("%v in, the step thread's pool known: the other queue read again within %v", at.Sub(now), poolRecheck)
-		}
-		if got[pool] != 3 {
-			t.Fatalf("%v in: the pool not read (%v)", at.Sub(now), got)
+	stepless = true
+	for at := now.Add(2 * poolResend); at.Sub(now) < poolResend+poolRecheck; at = at.Add(poolResend) {
+		if got := lengthsRead(w.read(at)); len(got) != 0 {
+			t.Fatalf("%v in, step-less: read again within %v (%v)", at.Sub(now), poolRecheck, got)
 		}
 	}
-	if got := lengths(w.read(now.Add(poolResend + poolRecheck))); got[other] != 5 {
-		t.Fatalf("after poolRecheck: %v, want the other queue read once more", got)
+	if got := lengthsRead(w.read(now.Add(poolResend + poolRecheck))); got[addrs[0]] != 7 {
+		t.Fatalf("after poolRecheck: %v, want the queue read once more", got)
 	}
 }

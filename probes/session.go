@@ -168,7 +168,7 @@ func Open(cfg Config) (*Session, error) {
 			// take differences, and skip one that goes down.
 			return objs.Pools.Put(pid, bpf.PoolWord{Addr: p.addr, Max: p.max, State: p.state, ReadFd: p.readFD})
 		})
-		sess.pools.procRoot, sess.pools.peers = cfg.ProcRoot, sess.otherTargets
+		sess.pools.procRoot, sess.pools.peers, sess.pools.stepless = cfg.ProcRoot, sess.otherTargets, sess.cpuOnly
 	}
 	return sess, nil
 }
@@ -260,6 +260,15 @@ func (s *Session) otherTargets(pid int) []int {
 		}
 	}
 	return out
+}
+
+// cpuOnly says whether pid's wait probes are thinned as a CPU-only
+// process's: it has loaded no CUDA for Config.CPUOnlyAfter (cpuonly.go).
+func (s *Session) cpuOnly(pid int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.targets[pid]
+	return t != nil && t.sampler.enabled && t.sampler.cpuOnly
 }
 
 // Stats returns the loss counters, summed over CPUs.
