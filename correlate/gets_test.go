@@ -8,6 +8,26 @@ import (
 	"github.com/gpuprof/gpuprof/events"
 )
 
+// wholeGetAPI is the whole gets' user probe in these tests, and
+// wholeGetCfg its role, as attach gives it.
+const wholeGetAPI = 0x8000
+
+var wholeGetCfg = Config{User: map[uint16]UserProbe{wholeGetAPI: {Role: "get", Name: "multiprocessing.queues:Queue.get"}}}
+
+// getAndTrain ends a whole get begun at start, then trains a step: a copy
+// in, launches (n of them; none: idle instead) and the sync that ends it.
+func (tr *thread) getAndTrain(t *testing.T, start uint64, launches int) {
+	tr.evs = append(tr.evs, events.Event{Kind: events.KindCall, API: wholeGetAPI, PID: tr.pid, TID: tr.tid, Start: start, End: tr.t})
+	tr.idle(300 * us)
+	tr.call(t, "cudaMemcpyAsync", 20*us, 0xa000, 0xb000, 1<<20, 1, 0)
+	if launches > 0 {
+		tr.launch(launches, 10*us)
+	} else {
+		tr.idle(300 * us)
+	}
+	tr.call(t, "cudaStreamSynchronize", ms, 0)
+}
+
 // TestWholeGetTakesItsWaitsKind: a whole get (--probe get=..., attach's
 // whole multiprocessing gets) is the kind of wait the waits inside it are:
 // for a sample pool, dispatch wait, the unpickling after the block
@@ -15,7 +35,6 @@ import (
 // batches, data, never dispatch; on a thread whose gets never blocked,
 // no wait at all, and never a step boundary.
 func TestWholeGetTakesItsWaitsKind(t *testing.T) {
-	const get = 0x8000
 	pool := []events.PyFrame{{Func: "Connection.recv_bytes", File: "/usr/lib/python3.12/multiprocessing/connection.py"},
 		{Func: "Queue.get", File: "/usr/lib/python3.12/multiprocessing/queues.py"}, {Func: "train", File: "train.py"}}
 	loader := []events.PyFrame{{Func: "Connection.poll", File: "/usr/lib/python3.12/multiprocessing/connection.py"},
@@ -43,13 +62,9 @@ func TestWholeGetTakesItsWaitsKind(t *testing.T) {
 					tr.t += 4 * ms
 				}
 				tr.idle(40 * us) // and after: unpickling what it got
-				tr.evs = append(tr.evs, events.Event{Kind: events.KindCall, API: get, PID: 100, TID: 101, Start: start, End: tr.t})
-				tr.idle(300 * us)
-				tr.call(t, "cudaMemcpyAsync", 20*us, 0xa000, 0xb000, 1<<20, 1, 0)
-				tr.launch(30, 10*us)
-				tr.call(t, "cudaStreamSynchronize", ms, 0)
+				tr.getAndTrain(t, start, 30)
 			}
-			c, steps := run(t, Config{User: map[uint16]UserProbe{get: {Role: "get", Name: "multiprocessing.queues:Queue.get"}}}, tr.evs)
+			c, steps := run(t, wholeGetCfg, tr.evs)
 			if a, _ := c.Anchor(); a.Calls == "user probe" || len(steps) != 39 {
 				t.Fatalf("anchor %+v, %d steps", a, len(steps))
 			}
@@ -84,7 +99,6 @@ func TestWholeGetTakesItsWaitsKind(t *testing.T) {
 // timed blocks. They are the kind of wait the one before was (here,
 // dispatch), in the 3.11+ frames' names and 3.10's alike.
 func TestWholeGetKindFromAWaitBeforeTheWatch(t *testing.T) {
-	const get = 0x8000
 	for _, fn := range []string{"Queue.get", "get"} {
 		t.Run(fn, func(t *testing.T) {
 			tr := newThread(100, 101, 0)
@@ -95,13 +109,9 @@ func TestWholeGetKindFromAWaitBeforeTheWatch(t *testing.T) {
 			for range 40 {
 				start := tr.t
 				tr.idle(70 * us) // a get that does not block
-				tr.evs = append(tr.evs, events.Event{Kind: events.KindCall, API: get, PID: 100, TID: 101, Start: start, End: tr.t})
-				tr.idle(300 * us)
-				tr.call(t, "cudaMemcpyAsync", 20*us, 0xa000, 0xb000, 1<<20, 1, 0)
-				tr.launch(30, 10*us)
-				tr.call(t, "cudaStreamSynchronize", ms, 0)
+				tr.getAndTrain(t, start, 30)
 			}
-			_, steps := run(t, Config{User: map[uint16]UserProbe{get: {Role: "get", Name: "multiprocessing.queues:Queue.get"}}}, tr.evs)
+			_, steps := run(t, wholeGetCfg, tr.evs)
 			if len(steps) != 39 {
 				t.Fatalf("%d steps, want 39", len(steps))
 			}
@@ -119,11 +129,9 @@ func TestWholeGetKindFromAWaitBeforeTheWatch(t *testing.T) {
 // only the kinds of wait. A wait outside the gets (a sleep before the get)
 // needs its function's probe.
 func TestWaitsGoWithLaunchProbes(t *testing.T) {
-	const get = 0x8000
 	pool := []events.PyFrame{{Func: "Connection.recv_bytes", File: "/usr/lib/python3.12/multiprocessing/connection.py"},
 		{Func: "Queue.get", File: "/usr/lib/python3.12/multiprocessing/queues.py"}, {Func: "train", File: "train.py"}}
 	sleep := []events.PyFrame{{Func: "train", File: "train.py"}}
-	cfg := Config{User: map[uint16]UserProbe{get: {Role: "get", Name: "multiprocessing.queues:Queue.get"}}}
 	for _, tc := range []struct {
 		name    string
 		sleeps  int // the steps before this one sleep before their get
@@ -174,17 +182,13 @@ func TestWaitsGoWithLaunchProbes(t *testing.T) {
 					tr.evs = append(tr.evs, events.Event{Kind: events.KindPyWait, PID: 100, TID: 101, Start: tr.t, End: tr.t + 2*ms, Frames: pool})
 				}
 				tr.idle(2*ms + 40*us)
-				tr.evs = append(tr.evs, events.Event{Kind: events.KindCall, API: get, PID: 100, TID: 101, Start: start, End: tr.t})
-				tr.idle(300 * us)
-				tr.call(t, "cudaMemcpyAsync", 20*us, 0xa000, 0xb000, 1<<20, 1, 0)
+				launches := 0
 				if waitsOn {
-					tr.launch(30, 10*us)
-				} else {
-					tr.idle(300 * us)
+					launches = 30
 				}
-				tr.call(t, "cudaStreamSynchronize", ms, 0)
+				tr.getAndTrain(t, start, launches)
 			}
-			c, steps := run(t, cfg, tr.evs)
+			c, steps := run(t, wholeGetCfg, tr.evs)
 			need, ok := c.WaitProbesNeeded()
 			if got := fmt.Sprint(need.Funcs, need.Writes, ok); got != tc.needs {
 				t.Fatalf("WaitProbesNeeded %s, want %s", got, tc.needs)
