@@ -365,7 +365,7 @@ func TestPythonWaitsPausedAtOnceInOffPhase(t *testing.T) {
 	if m := marks[i]; m.End < asked || time.Duration(m.End-asked) > 100*time.Millisecond {
 		t.Fatalf("waits gated %v after they were sampled, want at once", time.Duration(int64(m.End)-int64(asked)))
 	}
-	closed := closes.first(pid, marks[i].End, end)
+	closed := closes.first(closes.at, pid, marks[i].End, end)
 	if closed == 0 {
 		t.Fatalf("the wait probes were not closed in the %v after their marker", time.Duration(end-marks[i].End))
 	}
@@ -410,7 +410,7 @@ func TestKeepMorePythonWaits(t *testing.T) {
 	end := monotonicNow()
 	stop()
 	marks, waits := marksAndWaits(c.evs, pid)
-	closed := closes.first(pid, paused-uint64(100*time.Millisecond), more)
+	closed := closes.first(closes.at, pid, paused-uint64(100*time.Millisecond), more)
 	if closed == 0 {
 		t.Fatalf("the wait probes were not closed in the %v after they were paused", time.Duration(more-paused))
 	}
@@ -456,28 +456,37 @@ func producerSleeps(evs []events.Event, pid int) (starts []uint64) {
 // closed the last of them (Session.pyPaused). A pause begins there, not
 // at its marker: the links close in the background, for as long as the
 // host's load makes it (over 250 ms at times in CI).
+//
+// A pause ends where the probes begin to be attached again, not at the
+// next marker either: that is stamped once they are all in place, and
+// under load attaching them took over 260 ms, while they reported.
 type pauseCloses struct {
-	mu sync.Mutex
-	at map[int][]uint64 // by process
+	mu      sync.Mutex
+	at      map[int][]uint64 // by process
+	resumed map[int][]uint64 // by process: when attaching began
 }
 
 // watchPauses records s's pauses; before s runs.
 func watchPauses(s *Session) *pauseCloses {
-	p := &pauseCloses{at: map[int][]uint64{}}
+	p := &pauseCloses{at: map[int][]uint64{}, resumed: map[int][]uint64{}}
 	s.pyPaused = func(pid int, at uint64) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		p.at[pid] = append(p.at[pid], at)
 	}
+	s.pyResuming = func(pid int, at uint64) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.resumed[pid] = append(p.resumed[pid], at)
+	}
 	return p
 }
 
-// first is the first close of pid's wait probes in [from, until); 0 if
-// none.
-func (p *pauseCloses) first(pid int, from, until uint64) uint64 {
+// first is the first of times in [from, until); 0 if none.
+func (p *pauseCloses) first(times map[int][]uint64, pid int, from, until uint64) uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, at := range p.at[pid] {
+	for _, at := range times[pid] {
 		if at >= from && at < until {
 			return at
 		}
@@ -487,16 +496,21 @@ func (p *pauseCloses) first(pid int, from, until uint64) uint64 {
 
 // pausedSpans are the stretches in which pid's Python wait probes were
 // paused: from the close that followed an off marker carrying them
-// (Args[0] 1) to the next marker. A pause whose close came only after
-// the next marker has none.
+// (Args[0] 1) to the next marker, or to where attaching them again began
+// if that was before it. A pause whose close came only after that has
+// none.
 func pausedSpans(marks []events.Event, closes *pauseCloses, pid int) [][2]uint64 {
 	var out [][2]uint64
 	for i, m := range marks {
 		if m.Out != 0 || m.Args[0] != 1 || i+1 == len(marks) {
 			continue
 		}
-		if at := closes.first(pid, m.End, marks[i+1].End); at != 0 {
-			out = append(out, [2]uint64{at, marks[i+1].End})
+		end := marks[i+1].End
+		if at := closes.first(closes.resumed, pid, m.End, end); at != 0 {
+			end = at
+		}
+		if at := closes.first(closes.at, pid, m.End, end); at != 0 {
+			out = append(out, [2]uint64{at, end})
 		}
 	}
 	return out

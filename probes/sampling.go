@@ -319,6 +319,9 @@ func (s *Session) resumePythonWaits(t *target) {
 	if attached {
 		return
 	}
+	if s.pyResuming != nil {
+		s.pyResuming(t.pid, monotonicNow())
+	}
 	links, err := attachPython(s.objs, t.python, *t.sems, nil, except)
 	if err != nil {
 		s.warnUnlessExited(t, "reattach Python wait probes", err, "pid", t.pid)

@@ -56,6 +56,10 @@ type Session struct {
 	// last of a process's Python wait probes, on the events' clock: the
 	// close runs in the background, for a time the host's load decides.
 	pyPaused func(pid int, at uint64)
+	// pyResuming, where set (the tests), hears when a process's Python
+	// wait probes begin to be attached again: they report from then on,
+	// before the marker that says so (stamped once all are in place).
+	pyResuming func(pid int, at uint64)
 
 	mu           sync.Mutex
 	targets      map[int]*target
