@@ -86,9 +86,9 @@ type poolWatch struct {
 	peers func(pid int) []int
 	// stepless says a process has no steps to come: CPU-only for long
 	// enough that its wait probes are thinned (cpuonly.go). Its queues are
-	// read once a poolRecheck: no step's pool comes from them. A
-	// DataLoader's workers or engine processes putting into a trainer's
-	// queue are read there, by the BPF programs; read here, every
+	// read once a poolRecheck: no step's pool comes from them. (A trainer
+	// reads the queue that DataLoader workers or engine processes put
+	// into in its own memory, where the BPF programs read it.) Read every
 	// PoolInterval, they were ~200 reads a second of each producer's
 	// memory on the dev VM (testdata/python/pipeline.py --procs).
 	stepless func(pid int) bool
@@ -246,7 +246,7 @@ func (w *poolWatch) read(now time.Time) []events.Event {
 			// Targets attached since (engines found by --children).
 			w.share(k, wp, wp.minor, now)
 		}
-		if (w.readByBPF(k, wp, now) || w.notThePool(k, wp) || w.stepless != nil && w.stepless(k.pid)) && now.Sub(wp.read) < poolRecheck {
+		if now.Sub(wp.read) < poolRecheck && w.readRarely(k, wp, now) {
 			continue
 		}
 		if now.Sub(wp.resolved) >= poolResolve {
@@ -297,6 +297,12 @@ func (w *poolWatch) readByBPF(k poolKey, wp *watchedPool, now time.Time) bool {
 	pid := uint32(k.pid)
 	in, ok := w.inBPF[pid]
 	return ok && in == wordOf(wp.pool) && now.Sub(w.bpfRead[pid]) < bpfFresh
+}
+
+// readRarely says whether a queue is read only once a poolRecheck: the
+// BPF programs read it, or no step's pool comes from it.
+func (w *poolWatch) readRarely(k poolKey, wp *watchedPool, now time.Time) bool {
+	return w.readByBPF(k, wp, now) || w.notThePool(k, wp) || w.stepless != nil && w.stepless(k.pid)
 }
 
 // notThePool says whether a queue is not its process's pool, the step

@@ -90,9 +90,10 @@ const launchOn = time.Second
 // launches, the driver's device-to-device copies and kernel lookups, ~500
 // traps a step there. At 0.05 the step rate by second since attach was
 // -0.26% between on phases and -3..-6% in the seconds around each: ~0.12 s
-// of the job's time a phase. 1 s in 40 halves that share again (not
-// measured yet), and still counts ~30 whole steps of a 30-steps/s loop a
-// cycle.
+// of the job's time a phase. 1 s in 40 halves that share again, and
+// still counts ~30 whole steps of a 30-steps/s loop a cycle. Measured
+// there at 1 s in 40, gpuprof still cost -2.66% of the step rate (CI
+// -3.92..-0.18%), nearly all of it in traps outside the on phases.
 const defaultLaunchDuty = 0.025
 
 // cpuOnlyAfter is how long a Python process runs with no CUDA library

@@ -297,6 +297,12 @@ if witness:
         witness_ends = sorted(int(l.split()[0]) for l in f if l.strip())
 
 
+def witness_period(a, b):
+    """The witness's time a piece over [a, b) (ns), nan without one."""
+    w = step_rate(witness_ends[bisect.bisect_left(witness_ends, a):bisect.bisect_left(witness_ends, b)])
+    return 1 / w if w > 0 else float("nan")
+
+
 FIELDS = ("period", "step_time", "compute_time", "data_time", "dispatch_wait")
 
 
@@ -330,9 +336,8 @@ def measure(skip_on):
         rate = step_rate([r["t_end_ns"] for r in sel])
         st = statistics.median(r["step_time"] for r in sel) if sel else float("nan")
         compute = [r["compute_time"] for r in sel if isinstance(r.get("compute_time"), (int, float))]
-        wrate = step_rate(witness_ends[bisect.bisect_left(witness_ends, a):bisect.bisect_left(witness_ends, b)])
         stats.append((name, rate, st, field_medians(sel), statistics.fmean(compute) if compute else float("nan"),
-                      1 / wrate if wrate > 0 else float("nan")))
+                      witness_period(a, b)))
     return stats
 
 
@@ -387,8 +392,8 @@ for label, skip in (("whole", 0.5), ("steady", LEARN)):
     if secs - skip < 1.5:
         continue
     stats = measure(skip)
-    # Each window's period and mean compute time, for the fit at equal
-    # compute time (ovhstats.py).
+    # Each window's period, mean compute time and witness period, for the
+    # fits at equal compute time and witness speed (ovhstats.py).
     periods = [(w[0], 1 / w[1] if w[1] > 0 else float("nan"), w[4], w[5]) for w in stats]
     if label == "steady":
         steady_periods = periods
@@ -508,8 +513,7 @@ def profile(name, slope=None, col=2, bin_s=1.0):
                 if col == 2:
                     cov = statistics.fmean(r.get("compute_time", off_cov) for r in in_bin)
                 else:
-                    w = step_rate(witness_ends[bisect.bisect_left(witness_ends, lo):bisect.bisect_left(witness_ends, hi)])
-                    cov = 1 / w if w > 0 else float("nan")
+                    cov = witness_period(lo, hi)
                 # y = a + b x at the bin: its period ratio less b x.
                 x = 1 / (1 / x - slope * (cov / off_cov - 1))
             if x == x:
