@@ -13,21 +13,22 @@ import (
 
 // Record types as laid out in gpuprof.bpf.c.
 type (
-	Event     = gpuprofEvent
-	NameEvent = gpuprofNameEvent
-	KernelKey = gpuprofKernelKey
-	PyLayout  = gpuprofPyLayout
-	PyEvent   = gpuprofPyEvent
-	PoolWord  = gpuprofPoolWord
-	PySiteKey = gpuprofPySiteKey
-	PySite    = gpuprofPySite
-	WaitKey   = gpuprofWaitKey
-	TwinKey   = gpuprofTwinKey
-	WaitValue = gpuprofWaitCount
-	Objects   = gpuprofObjects
-	Programs  = gpuprofPrograms
-	Maps      = gpuprofMaps
-	Variables = gpuprofVariables
+	Event       = gpuprofEvent
+	NameEvent   = gpuprofNameEvent
+	KernelKey   = gpuprofKernelKey
+	PyLayout    = gpuprofPyLayout
+	PyEvent     = gpuprofPyEvent
+	PoolWord    = gpuprofPoolWord
+	PySiteKey   = gpuprofPySiteKey
+	PySite      = gpuprofPySite
+	PyAnchorKey = gpuprofPyAnchorKey
+	WaitKey     = gpuprofWaitKey
+	TwinKey     = gpuprofTwinKey
+	WaitValue   = gpuprofWaitCount
+	Objects     = gpuprofObjects
+	Programs    = gpuprofPrograms
+	Maps        = gpuprofMaps
+	Variables   = gpuprofVariables
 )
 
 // Record kinds, the first byte of every ring buffer record.

@@ -982,6 +982,31 @@ static __always_inline int py_frame_calls(struct py_layout *l, __u64 frame, __u6
 	return 0;
 }
 
+// emit_py_call reports a timed Python call that began as c says and
+// ended now, and forgets c.
+static __always_inline void emit_py_call(__u64 id, __u16 api, struct py_call *c, __u64 frame, __u64 now)
+{
+	__u64 start = c->start_ns;
+	struct py_call_key ck = {.tid = (__u32)id, .api = api};
+	bpf_map_delete_elem(&py_calls, &ck);
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(STAT_RINGBUF_FULL);
+		return;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->kind = EV_CALL;
+	e->layer = LAYER_USER;
+	e->api = api;
+	e->pid = id >> 32;
+	e->tid = (__u32)id;
+	e->start_ns = start;
+	e->end_ns = now;
+	e->args[0] = frame;
+	read_pool(e);
+	bpf_ringbuf_submit(e, ringbuf_flags());
+}
+
 SEC("perf_event")
 int py_call_site(struct bpf_perf_event_data *ctx)
 {
@@ -1015,24 +1040,102 @@ int py_call_site(struct bpf_perf_event_data *ctx)
 	}
 	if (!c || c->frame != frame)
 		return 0;
-	__u64 start = c->start_ns;
-	bpf_map_delete_elem(&py_calls, &ck);
-	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count(STAT_RINGBUF_FULL);
+	emit_py_call(id, site->api, c, frame, now);
+	return 0;
+}
+
+// Whole calls by native anchors: a Python function that always calls one
+// C function first and another last (multiprocessing's Queue.get takes
+// its read lock, SemLock.__enter__ or .acquire, first and returns what
+// _pickle.loads made of the bytes last) is timed by uprobes on the two:
+// from the first's entry to the last's return, each made from a frame
+// running that function's code (py_anchor_codes). No debug register, no
+// cost at the thread's context switches, and a uprobe trap costs a
+// fraction of a debug trap under the hypervisors here (FACTS.md §2).
+struct py_anchor_key {
+	__u32 pid;
+	__u32 pad;
+	__u64 code; // the timed function's code object
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, struct py_anchor_key);
+	__type(value, struct py_site);
+} py_anchor_codes SEC(".maps");
+
+const struct py_anchor_key *unused_py_anchor_key __attribute__((unused));
+
+// PY_ANCHOR_DEPTH bounds the frames looked through for the timed
+// function: multiprocessing's Lock.__enter__ is a Python method calling
+// SemLock.__enter__, so the lock is taken one frame (and, from 3.12, one
+// C-stack shim frame) below Queue.get's.
+#define PY_ANCHOR_DEPTH 4
+
+// py_anchor_frame finds, among the calling thread's innermost Python
+// frames (no more than max of them, shims not counted), the first that
+// runs a timed function, and returns its probe's id (0: none) and frame.
+static __always_inline __u16 py_anchor_frame(__u64 id, int max, __u64 *frame)
+{
+	__u32 pid = id >> 32;
+	struct py_layout *l = bpf_map_lookup_elem(&python, &pid);
+	if (!l)
 		return 0;
+	__u64 tstate = py_tstate(l, thread_state(0));
+	if (!tstate)
+		return 0;
+	__u64 f = py_current_frame(l, tstate);
+	__u64 head[PY_FRAME_HEAD / 8];
+	int seen = 0;
+	for (int i = 0; i < PY_ANCHOR_DEPTH && f && seen < max; i++) {
+		if (bpf_probe_read_user(head, sizeof(head), (void *)f))
+			return 0;
+		__u32 owner_at = l->frame_owner; // -1 (none) is past the head
+		if (owner_at < PY_FRAME_HEAD && ((__u8 *)head)[owner_at] == 3) { // FRAME_OWNED_BY_CSTACK
+			f = head_word(head, l->frame_previous);
+			continue;
+		}
+		struct py_anchor_key k = {.pid = pid, .code = head_word(head, l->frame_code)};
+		struct py_site *site = bpf_map_lookup_elem(&py_anchor_codes, &k);
+		if (site) {
+			*frame = f;
+			return site->api;
+		}
+		seen++;
+		f = head_word(head, l->frame_previous);
 	}
-	__builtin_memset(e, 0, sizeof(*e));
-	e->kind = EV_CALL;
-	e->layer = LAYER_USER;
-	e->api = site->api;
-	e->pid = k.pid;
-	e->tid = (__u32)id;
-	e->start_ns = start;
-	e->end_ns = now;
-	e->args[0] = frame;
-	read_pool(e);
-	bpf_ringbuf_submit(e, ringbuf_flags());
+	return 0;
+}
+
+SEC("uprobe.multi")
+int py_anchor_start(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid(), now = bpf_ktime_get_ns(), frame = 0;
+	__u16 api = py_anchor_frame(id, 2, &frame);
+	if (!api)
+		return 0;
+	// A call that ended without reaching the last anchor (Queue.get
+	// raising Empty) is dropped: the next start replaces it.
+	struct py_call_key ck = {.tid = (__u32)id, .api = api};
+	struct py_call nc = {.frame = frame, .start_ns = now};
+	bpf_map_update_elem(&py_calls, &ck, &nc, BPF_ANY);
+	return 0;
+}
+
+SEC("uretprobe.multi")
+int py_anchor_end(struct pt_regs *ctx)
+{
+	// The last anchor counts only called from the timed function itself.
+	__u64 id = bpf_get_current_pid_tgid(), now = bpf_ktime_get_ns(), frame = 0;
+	__u16 api = py_anchor_frame(id, 1, &frame);
+	if (!api)
+		return 0;
+	struct py_call_key ck = {.tid = (__u32)id, .api = api};
+	struct py_call *c = bpf_map_lookup_elem(&py_calls, &ck);
+	if (!c || c->frame != frame)
+		return 0;
+	emit_py_call(id, api, c, frame, now);
 	return 0;
 }
 

@@ -64,6 +64,13 @@ type gpuprofPoolWord struct {
 	Gets   uint64
 }
 
+type gpuprofPyAnchorKey struct {
+	_    structs.HostLayout
+	Pid  uint32
+	Pad  uint32
+	Code uint64
+}
+
 type gpuprofPyCall struct {
 	_       structs.HostLayout
 	Frame   uint64
@@ -204,47 +211,51 @@ type gpuprofWaitKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	gpuprofMapEvents          = "events"
-	gpuprofMapKernels         = "kernels"
-	gpuprofMapPools           = "pools"
-	gpuprofMapPyCalls         = "py_calls"
-	gpuprofMapPySites         = "py_sites"
-	gpuprofMapPython          = "python"
-	gpuprofMapStats           = "stats"
-	gpuprofMapThreads         = "threads"
-	gpuprofMapTwinHits        = "twin_hits"
-	gpuprofMapWaitHits        = "wait_hits"
-	gpuprofProgApiEntry       = "api_entry"
-	gpuprofProgApiInstant     = "api_instant"
-	gpuprofProgApiReturn      = "api_return"
-	gpuprofProgBare           = "bare"
-	gpuprofProgGilEntry       = "gil_entry"
-	gpuprofProgGilReturn      = "gil_return"
-	gpuprofProgIoWrite        = "io_write"
-	gpuprofProgLaunchEntry    = "launch_entry"
-	gpuprofProgLibLoad        = "lib_load"
-	gpuprofProgPyCallSite     = "py_call_site"
-	gpuprofProgPyLockEntry    = "py_lock_entry"
-	gpuprofProgPyLockReturn   = "py_lock_return"
-	gpuprofVarCountWaits      = "count_waits"
-	gpuprofVarInstantTwinNs   = "instant_twin_ns"
-	gpuprofVarPyLearnWaitNs   = "py_learn_wait_ns"
-	gpuprofVarPyLearning      = "py_learning"
-	gpuprofVarPyMinWaitNs     = "py_min_wait_ns"
-	gpuprofVarPyReadCookie    = "py_read_cookie"
-	gpuprofVarRtGen           = "rt_gen"
-	gpuprofVarUnusedEvent     = "unused_event"
-	gpuprofVarUnusedKernelKey = "unused_kernel_key"
-	gpuprofVarUnusedNameEvent = "unused_name_event"
-	gpuprofVarUnusedPoolWord  = "unused_pool_word"
-	gpuprofVarUnusedPyEvent   = "unused_py_event"
-	gpuprofVarUnusedPyLayout  = "unused_py_layout"
-	gpuprofVarUnusedPySite    = "unused_py_site"
-	gpuprofVarUnusedPySiteKey = "unused_py_site_key"
-	gpuprofVarUnusedTwinKey   = "unused_twin_key"
-	gpuprofVarUnusedWaitCount = "unused_wait_count"
-	gpuprofVarUnusedWaitKey   = "unused_wait_key"
-	gpuprofVarWakeupBytes     = "wakeup_bytes"
+	gpuprofMapEvents            = "events"
+	gpuprofMapKernels           = "kernels"
+	gpuprofMapPools             = "pools"
+	gpuprofMapPyAnchorCodes     = "py_anchor_codes"
+	gpuprofMapPyCalls           = "py_calls"
+	gpuprofMapPySites           = "py_sites"
+	gpuprofMapPython            = "python"
+	gpuprofMapStats             = "stats"
+	gpuprofMapThreads           = "threads"
+	gpuprofMapTwinHits          = "twin_hits"
+	gpuprofMapWaitHits          = "wait_hits"
+	gpuprofProgApiEntry         = "api_entry"
+	gpuprofProgApiInstant       = "api_instant"
+	gpuprofProgApiReturn        = "api_return"
+	gpuprofProgBare             = "bare"
+	gpuprofProgGilEntry         = "gil_entry"
+	gpuprofProgGilReturn        = "gil_return"
+	gpuprofProgIoWrite          = "io_write"
+	gpuprofProgLaunchEntry      = "launch_entry"
+	gpuprofProgLibLoad          = "lib_load"
+	gpuprofProgPyAnchorEnd      = "py_anchor_end"
+	gpuprofProgPyAnchorStart    = "py_anchor_start"
+	gpuprofProgPyCallSite       = "py_call_site"
+	gpuprofProgPyLockEntry      = "py_lock_entry"
+	gpuprofProgPyLockReturn     = "py_lock_return"
+	gpuprofVarCountWaits        = "count_waits"
+	gpuprofVarInstantTwinNs     = "instant_twin_ns"
+	gpuprofVarPyLearnWaitNs     = "py_learn_wait_ns"
+	gpuprofVarPyLearning        = "py_learning"
+	gpuprofVarPyMinWaitNs       = "py_min_wait_ns"
+	gpuprofVarPyReadCookie      = "py_read_cookie"
+	gpuprofVarRtGen             = "rt_gen"
+	gpuprofVarUnusedEvent       = "unused_event"
+	gpuprofVarUnusedKernelKey   = "unused_kernel_key"
+	gpuprofVarUnusedNameEvent   = "unused_name_event"
+	gpuprofVarUnusedPoolWord    = "unused_pool_word"
+	gpuprofVarUnusedPyAnchorKey = "unused_py_anchor_key"
+	gpuprofVarUnusedPyEvent     = "unused_py_event"
+	gpuprofVarUnusedPyLayout    = "unused_py_layout"
+	gpuprofVarUnusedPySite      = "unused_py_site"
+	gpuprofVarUnusedPySiteKey   = "unused_py_site_key"
+	gpuprofVarUnusedTwinKey     = "unused_twin_key"
+	gpuprofVarUnusedWaitCount   = "unused_wait_count"
+	gpuprofVarUnusedWaitKey     = "unused_wait_key"
+	gpuprofVarWakeupBytes       = "wakeup_bytes"
 )
 
 // loadGpuprof returns the embedded CollectionSpec for gpuprof.
@@ -289,59 +300,63 @@ type gpuprofSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type gpuprofProgramSpecs struct {
-	ApiEntry     *ebpf.ProgramSpec `ebpf:"api_entry"`
-	ApiInstant   *ebpf.ProgramSpec `ebpf:"api_instant"`
-	ApiReturn    *ebpf.ProgramSpec `ebpf:"api_return"`
-	Bare         *ebpf.ProgramSpec `ebpf:"bare"`
-	GilEntry     *ebpf.ProgramSpec `ebpf:"gil_entry"`
-	GilReturn    *ebpf.ProgramSpec `ebpf:"gil_return"`
-	IoWrite      *ebpf.ProgramSpec `ebpf:"io_write"`
-	LaunchEntry  *ebpf.ProgramSpec `ebpf:"launch_entry"`
-	LibLoad      *ebpf.ProgramSpec `ebpf:"lib_load"`
-	PyCallSite   *ebpf.ProgramSpec `ebpf:"py_call_site"`
-	PyLockEntry  *ebpf.ProgramSpec `ebpf:"py_lock_entry"`
-	PyLockReturn *ebpf.ProgramSpec `ebpf:"py_lock_return"`
+	ApiEntry      *ebpf.ProgramSpec `ebpf:"api_entry"`
+	ApiInstant    *ebpf.ProgramSpec `ebpf:"api_instant"`
+	ApiReturn     *ebpf.ProgramSpec `ebpf:"api_return"`
+	Bare          *ebpf.ProgramSpec `ebpf:"bare"`
+	GilEntry      *ebpf.ProgramSpec `ebpf:"gil_entry"`
+	GilReturn     *ebpf.ProgramSpec `ebpf:"gil_return"`
+	IoWrite       *ebpf.ProgramSpec `ebpf:"io_write"`
+	LaunchEntry   *ebpf.ProgramSpec `ebpf:"launch_entry"`
+	LibLoad       *ebpf.ProgramSpec `ebpf:"lib_load"`
+	PyAnchorEnd   *ebpf.ProgramSpec `ebpf:"py_anchor_end"`
+	PyAnchorStart *ebpf.ProgramSpec `ebpf:"py_anchor_start"`
+	PyCallSite    *ebpf.ProgramSpec `ebpf:"py_call_site"`
+	PyLockEntry   *ebpf.ProgramSpec `ebpf:"py_lock_entry"`
+	PyLockReturn  *ebpf.ProgramSpec `ebpf:"py_lock_return"`
 }
 
 // gpuprofMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type gpuprofMapSpecs struct {
-	Events   *ebpf.MapSpec `ebpf:"events"`
-	Kernels  *ebpf.MapSpec `ebpf:"kernels"`
-	Pools    *ebpf.MapSpec `ebpf:"pools"`
-	PyCalls  *ebpf.MapSpec `ebpf:"py_calls"`
-	PySites  *ebpf.MapSpec `ebpf:"py_sites"`
-	Python   *ebpf.MapSpec `ebpf:"python"`
-	Stats    *ebpf.MapSpec `ebpf:"stats"`
-	Threads  *ebpf.MapSpec `ebpf:"threads"`
-	TwinHits *ebpf.MapSpec `ebpf:"twin_hits"`
-	WaitHits *ebpf.MapSpec `ebpf:"wait_hits"`
+	Events        *ebpf.MapSpec `ebpf:"events"`
+	Kernels       *ebpf.MapSpec `ebpf:"kernels"`
+	Pools         *ebpf.MapSpec `ebpf:"pools"`
+	PyAnchorCodes *ebpf.MapSpec `ebpf:"py_anchor_codes"`
+	PyCalls       *ebpf.MapSpec `ebpf:"py_calls"`
+	PySites       *ebpf.MapSpec `ebpf:"py_sites"`
+	Python        *ebpf.MapSpec `ebpf:"python"`
+	Stats         *ebpf.MapSpec `ebpf:"stats"`
+	Threads       *ebpf.MapSpec `ebpf:"threads"`
+	TwinHits      *ebpf.MapSpec `ebpf:"twin_hits"`
+	WaitHits      *ebpf.MapSpec `ebpf:"wait_hits"`
 }
 
 // gpuprofVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type gpuprofVariableSpecs struct {
-	CountWaits      *ebpf.VariableSpec `ebpf:"count_waits"`
-	InstantTwinNs   *ebpf.VariableSpec `ebpf:"instant_twin_ns"`
-	PyLearnWaitNs   *ebpf.VariableSpec `ebpf:"py_learn_wait_ns"`
-	PyLearning      *ebpf.VariableSpec `ebpf:"py_learning"`
-	PyMinWaitNs     *ebpf.VariableSpec `ebpf:"py_min_wait_ns"`
-	PyReadCookie    *ebpf.VariableSpec `ebpf:"py_read_cookie"`
-	RtGen           *ebpf.VariableSpec `ebpf:"rt_gen"`
-	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
-	UnusedKernelKey *ebpf.VariableSpec `ebpf:"unused_kernel_key"`
-	UnusedNameEvent *ebpf.VariableSpec `ebpf:"unused_name_event"`
-	UnusedPoolWord  *ebpf.VariableSpec `ebpf:"unused_pool_word"`
-	UnusedPyEvent   *ebpf.VariableSpec `ebpf:"unused_py_event"`
-	UnusedPyLayout  *ebpf.VariableSpec `ebpf:"unused_py_layout"`
-	UnusedPySite    *ebpf.VariableSpec `ebpf:"unused_py_site"`
-	UnusedPySiteKey *ebpf.VariableSpec `ebpf:"unused_py_site_key"`
-	UnusedTwinKey   *ebpf.VariableSpec `ebpf:"unused_twin_key"`
-	UnusedWaitCount *ebpf.VariableSpec `ebpf:"unused_wait_count"`
-	UnusedWaitKey   *ebpf.VariableSpec `ebpf:"unused_wait_key"`
-	WakeupBytes     *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	CountWaits        *ebpf.VariableSpec `ebpf:"count_waits"`
+	InstantTwinNs     *ebpf.VariableSpec `ebpf:"instant_twin_ns"`
+	PyLearnWaitNs     *ebpf.VariableSpec `ebpf:"py_learn_wait_ns"`
+	PyLearning        *ebpf.VariableSpec `ebpf:"py_learning"`
+	PyMinWaitNs       *ebpf.VariableSpec `ebpf:"py_min_wait_ns"`
+	PyReadCookie      *ebpf.VariableSpec `ebpf:"py_read_cookie"`
+	RtGen             *ebpf.VariableSpec `ebpf:"rt_gen"`
+	UnusedEvent       *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedKernelKey   *ebpf.VariableSpec `ebpf:"unused_kernel_key"`
+	UnusedNameEvent   *ebpf.VariableSpec `ebpf:"unused_name_event"`
+	UnusedPoolWord    *ebpf.VariableSpec `ebpf:"unused_pool_word"`
+	UnusedPyAnchorKey *ebpf.VariableSpec `ebpf:"unused_py_anchor_key"`
+	UnusedPyEvent     *ebpf.VariableSpec `ebpf:"unused_py_event"`
+	UnusedPyLayout    *ebpf.VariableSpec `ebpf:"unused_py_layout"`
+	UnusedPySite      *ebpf.VariableSpec `ebpf:"unused_py_site"`
+	UnusedPySiteKey   *ebpf.VariableSpec `ebpf:"unused_py_site_key"`
+	UnusedTwinKey     *ebpf.VariableSpec `ebpf:"unused_twin_key"`
+	UnusedWaitCount   *ebpf.VariableSpec `ebpf:"unused_wait_count"`
+	UnusedWaitKey     *ebpf.VariableSpec `ebpf:"unused_wait_key"`
+	WakeupBytes       *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // gpuprofObjects contains all objects after they have been loaded into the kernel.
@@ -364,16 +379,17 @@ func (o *gpuprofObjects) Close() error {
 //
 // It can be passed to loadGpuprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type gpuprofMaps struct {
-	Events   *ebpf.Map `ebpf:"events"`
-	Kernels  *ebpf.Map `ebpf:"kernels"`
-	Pools    *ebpf.Map `ebpf:"pools"`
-	PyCalls  *ebpf.Map `ebpf:"py_calls"`
-	PySites  *ebpf.Map `ebpf:"py_sites"`
-	Python   *ebpf.Map `ebpf:"python"`
-	Stats    *ebpf.Map `ebpf:"stats"`
-	Threads  *ebpf.Map `ebpf:"threads"`
-	TwinHits *ebpf.Map `ebpf:"twin_hits"`
-	WaitHits *ebpf.Map `ebpf:"wait_hits"`
+	Events        *ebpf.Map `ebpf:"events"`
+	Kernels       *ebpf.Map `ebpf:"kernels"`
+	Pools         *ebpf.Map `ebpf:"pools"`
+	PyAnchorCodes *ebpf.Map `ebpf:"py_anchor_codes"`
+	PyCalls       *ebpf.Map `ebpf:"py_calls"`
+	PySites       *ebpf.Map `ebpf:"py_sites"`
+	Python        *ebpf.Map `ebpf:"python"`
+	Stats         *ebpf.Map `ebpf:"stats"`
+	Threads       *ebpf.Map `ebpf:"threads"`
+	TwinHits      *ebpf.Map `ebpf:"twin_hits"`
+	WaitHits      *ebpf.Map `ebpf:"wait_hits"`
 }
 
 func (m *gpuprofMaps) Close() error {
@@ -381,6 +397,7 @@ func (m *gpuprofMaps) Close() error {
 		m.Events,
 		m.Kernels,
 		m.Pools,
+		m.PyAnchorCodes,
 		m.PyCalls,
 		m.PySites,
 		m.Python,
@@ -395,43 +412,46 @@ func (m *gpuprofMaps) Close() error {
 //
 // It can be passed to loadGpuprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type gpuprofVariables struct {
-	CountWaits      *ebpf.Variable `ebpf:"count_waits"`
-	InstantTwinNs   *ebpf.Variable `ebpf:"instant_twin_ns"`
-	PyLearnWaitNs   *ebpf.Variable `ebpf:"py_learn_wait_ns"`
-	PyLearning      *ebpf.Variable `ebpf:"py_learning"`
-	PyMinWaitNs     *ebpf.Variable `ebpf:"py_min_wait_ns"`
-	PyReadCookie    *ebpf.Variable `ebpf:"py_read_cookie"`
-	RtGen           *ebpf.Variable `ebpf:"rt_gen"`
-	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`
-	UnusedKernelKey *ebpf.Variable `ebpf:"unused_kernel_key"`
-	UnusedNameEvent *ebpf.Variable `ebpf:"unused_name_event"`
-	UnusedPoolWord  *ebpf.Variable `ebpf:"unused_pool_word"`
-	UnusedPyEvent   *ebpf.Variable `ebpf:"unused_py_event"`
-	UnusedPyLayout  *ebpf.Variable `ebpf:"unused_py_layout"`
-	UnusedPySite    *ebpf.Variable `ebpf:"unused_py_site"`
-	UnusedPySiteKey *ebpf.Variable `ebpf:"unused_py_site_key"`
-	UnusedTwinKey   *ebpf.Variable `ebpf:"unused_twin_key"`
-	UnusedWaitCount *ebpf.Variable `ebpf:"unused_wait_count"`
-	UnusedWaitKey   *ebpf.Variable `ebpf:"unused_wait_key"`
-	WakeupBytes     *ebpf.Variable `ebpf:"wakeup_bytes"`
+	CountWaits        *ebpf.Variable `ebpf:"count_waits"`
+	InstantTwinNs     *ebpf.Variable `ebpf:"instant_twin_ns"`
+	PyLearnWaitNs     *ebpf.Variable `ebpf:"py_learn_wait_ns"`
+	PyLearning        *ebpf.Variable `ebpf:"py_learning"`
+	PyMinWaitNs       *ebpf.Variable `ebpf:"py_min_wait_ns"`
+	PyReadCookie      *ebpf.Variable `ebpf:"py_read_cookie"`
+	RtGen             *ebpf.Variable `ebpf:"rt_gen"`
+	UnusedEvent       *ebpf.Variable `ebpf:"unused_event"`
+	UnusedKernelKey   *ebpf.Variable `ebpf:"unused_kernel_key"`
+	UnusedNameEvent   *ebpf.Variable `ebpf:"unused_name_event"`
+	UnusedPoolWord    *ebpf.Variable `ebpf:"unused_pool_word"`
+	UnusedPyAnchorKey *ebpf.Variable `ebpf:"unused_py_anchor_key"`
+	UnusedPyEvent     *ebpf.Variable `ebpf:"unused_py_event"`
+	UnusedPyLayout    *ebpf.Variable `ebpf:"unused_py_layout"`
+	UnusedPySite      *ebpf.Variable `ebpf:"unused_py_site"`
+	UnusedPySiteKey   *ebpf.Variable `ebpf:"unused_py_site_key"`
+	UnusedTwinKey     *ebpf.Variable `ebpf:"unused_twin_key"`
+	UnusedWaitCount   *ebpf.Variable `ebpf:"unused_wait_count"`
+	UnusedWaitKey     *ebpf.Variable `ebpf:"unused_wait_key"`
+	WakeupBytes       *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // gpuprofPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadGpuprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type gpuprofPrograms struct {
-	ApiEntry     *ebpf.Program `ebpf:"api_entry"`
-	ApiInstant   *ebpf.Program `ebpf:"api_instant"`
-	ApiReturn    *ebpf.Program `ebpf:"api_return"`
-	Bare         *ebpf.Program `ebpf:"bare"`
-	GilEntry     *ebpf.Program `ebpf:"gil_entry"`
-	GilReturn    *ebpf.Program `ebpf:"gil_return"`
-	IoWrite      *ebpf.Program `ebpf:"io_write"`
-	LaunchEntry  *ebpf.Program `ebpf:"launch_entry"`
-	LibLoad      *ebpf.Program `ebpf:"lib_load"`
-	PyCallSite   *ebpf.Program `ebpf:"py_call_site"`
-	PyLockEntry  *ebpf.Program `ebpf:"py_lock_entry"`
-	PyLockReturn *ebpf.Program `ebpf:"py_lock_return"`
+	ApiEntry      *ebpf.Program `ebpf:"api_entry"`
+	ApiInstant    *ebpf.Program `ebpf:"api_instant"`
+	ApiReturn     *ebpf.Program `ebpf:"api_return"`
+	Bare          *ebpf.Program `ebpf:"bare"`
+	GilEntry      *ebpf.Program `ebpf:"gil_entry"`
+	GilReturn     *ebpf.Program `ebpf:"gil_return"`
+	IoWrite       *ebpf.Program `ebpf:"io_write"`
+	LaunchEntry   *ebpf.Program `ebpf:"launch_entry"`
+	LibLoad       *ebpf.Program `ebpf:"lib_load"`
+	PyAnchorEnd   *ebpf.Program `ebpf:"py_anchor_end"`
+	PyAnchorStart *ebpf.Program `ebpf:"py_anchor_start"`
+	PyCallSite    *ebpf.Program `ebpf:"py_call_site"`
+	PyLockEntry   *ebpf.Program `ebpf:"py_lock_entry"`
+	PyLockReturn  *ebpf.Program `ebpf:"py_lock_return"`
 }
 
 func (p *gpuprofPrograms) Close() error {
@@ -445,6 +465,8 @@ func (p *gpuprofPrograms) Close() error {
 		p.IoWrite,
 		p.LaunchEntry,
 		p.LibLoad,
+		p.PyAnchorEnd,
+		p.PyAnchorStart,
 		p.PyCallSite,
 		p.PyLockEntry,
 		p.PyLockReturn,

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/gpuprof/gpuprof/bpf"
@@ -66,11 +67,13 @@ type pyCallWatch struct {
 	// only those seen waiting inside the function are, as they are seen.
 	threads map[int]bool
 	lazy    bool
+	// anchors time the function by native anchors instead (pyanchor.go).
+	anchors []link.Link
 }
 
 // sites are the debug registers the function takes in a watched thread.
 func (w *pyCallWatch) sites() int {
-	if w.fn == nil {
+	if w.fn == nil || w.anchors != nil {
 		return 0
 	}
 	return 1 + len(w.fn.Returns)
@@ -123,6 +126,10 @@ func (s *Session) watchPythonCalls(t *target) {
 		if u.Default {
 			level = slog.LevelDebug
 		}
+		if w.anchors != nil {
+			s.cfg.Log.Log(context.Background(), level, "timing Python function by native anchors", "pid", t.pid, "probe", u.Spec())
+			continue
+		}
 		s.cfg.Log.Log(context.Background(), level, "watching Python function", "pid", t.pid, "probe", u.Spec(),
 			"returns", len(w.fn.Returns), "threads", len(w.threads), "lazy", w.lazy)
 	}
@@ -158,6 +165,12 @@ func (s *Session) watchPythonCall(t *target, w *pyCallWatch, module, qualname st
 	fn, err := mem.Function(t.python.Runtime, module, qualname)
 	if err != nil {
 		return err
+	}
+	if err := s.anchorPythonCall(t, w, mem, fn); err == nil {
+		w.fn = fn
+		return nil
+	} else {
+		s.cfg.Log.Debug("Python function not anchored: watching it", "pid", t.pid, "probe", w.probe.Spec(), "why", err)
 	}
 	used := 0
 	for _, o := range t.pyCalls {
@@ -374,6 +387,12 @@ func (s *Session) yieldDefaults(t *target, want int) int {
 // its sites.
 func (s *Session) unwatchPythonCall(t *target, w *pyCallWatch) {
 	closeFDs(w.events)
+	if w.anchors != nil {
+		closeLinks(w.anchors)
+		s.objs.PyAnchorCodes.Delete(bpf.PyAnchorKey{Pid: uint32(t.pid), Code: w.fn.Code})
+		w.anchors, w.fn = nil, nil
+		return
+	}
 	if w.fn != nil {
 		for _, addr := range w.siteAddrs() {
 			s.objs.PySites.Delete(bpf.PySiteKey{Pid: uint32(t.pid), Addr: addr})

@@ -1,12 +1,17 @@
 package probes
 
 import (
+	"context"
+	"fmt"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"testing"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/gpuprof/gpuprof/events"
 	"github.com/gpuprof/gpuprof/internal/testenv"
 )
 
@@ -110,4 +115,97 @@ func BenchmarkWatchedThreadSwitch(b *testing.B) {
 	b.Logf("%d threads watched: %.0f ns a round of 2 blocking waits without, %.0f with (%+.0f), %.0f after closing",
 		len(tids), without, with, with-without, after)
 	b.ReportMetric(with-without, "ns/round")
+}
+
+// BenchmarkWholeGet measures what timing multiprocessing's Queue.get
+// whole (attach's --whole-gets) adds to each get: a loop putting an item
+// and getting it back (the get waits for the queue's feeder thread),
+// pinned to one CPU so that its handoffs cost the same from round to
+// round. Each way of timing the get is taken against gpuprof attached with
+// its other Python probes and no get timed (a function never called),
+// and reported as what it adds to that: the get timed by its native
+// anchors (pyanchor.go), and watched as when those are not found (two
+// debug traps a get, and the getting thread's debug registers switched
+// at each of its context switches).
+//
+//	sudo go test -run '^$' -bench WholeGet -benchtime 1x ./probes
+func BenchmarkWholeGet(b *testing.B) {
+	testenv.RequireRoot(b)
+	get, err := ParseUserProbe("get=py:multiprocessing.queues:Queue.get", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	none, err := ParseUserProbe("get=py:multiprocessing.queues:Queue.close", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	get.Default, none.Default = true, true
+	script := filepath.Join(testenv.Root(), "testdata", "python", "getloop.py")
+	cpu := strconv.Itoa(runtime.NumCPU() - 1)
+	if st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err == nil {
+		defer st.Close()
+	}
+	pythons := testenv.Pythons(b)
+	for _, name := range []string{"pyenv-3.10", "pyenv-3.12", "pyenv-3.13"} {
+		python, ok := pythons[name]
+		if !ok {
+			continue
+		}
+		const n = 5000
+		cmd, in, round := startLoop(b, "taskset", "-c", cpu, python, script)
+		pid := cmd.Process.Pid
+		timed := func(u UserProbe, anchors bool) (float64, string) {
+			cfg := DefaultConfig()
+			cfg.User = []UserProbe{u}
+			s, err := Open(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			s.noAnchors = !anchors
+			if _, err := s.Attach(pid); err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- s.Run(ctx, func([]events.Event, []LibraryPlan) {}) }()
+			round(n) // the getting thread seen waiting in a get, and watched
+			progs := []*ebpf.Program{s.Objects().PyAnchorStart, s.Objects().PyAnchorEnd, s.Objects().PyCallSite}
+			var before []*ebpf.ProgramStats
+			for _, p := range progs {
+				st, _ := p.Stats()
+				before = append(before, st)
+			}
+			with := round(n)
+			for i, p := range progs {
+				st, _ := p.Stats()
+				if st != nil && before[i] != nil && st.RunCount > before[i].RunCount {
+					b.Logf("  program %d: %.1f runs a round, %.0f ns a run", i, float64(st.RunCount-before[i].RunCount)/(3*n), float64(st.Runtime-before[i].Runtime)/float64(st.RunCount-before[i].RunCount))
+				}
+			}
+			cancel()
+			<-done
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			w := s.targets[pid].pyCalls[u.ID]
+			switch {
+			case w != nil && w.anchors != nil:
+				return with, "native anchors"
+			case w != nil && len(w.events) > 0:
+				return with, fmt.Sprintf("%d watchpoints", len(w.events))
+			}
+			return with, "nothing"
+		}
+		without := round(n)
+		base, _ := timed(none, true)
+		anchored, how1 := timed(get, true)
+		watched, how2 := timed(get, false)
+		after := round(n)
+		in.Close()
+		cmd.Wait()
+		b.Logf("%-10s a put and get: %6.0f ns without gpuprof, %6.0f with it and no get timed; the get timed by %s %+6.0f ns, by %s %+6.0f ns; %6.0f ns once detached",
+			name, without, base, how1, anchored-base, how2, watched-base, after)
+		b.ReportMetric(anchored-base, name+"-anchored-ns/get")
+		b.ReportMetric(watched-base, name+"-watched-ns/get")
+	}
 }

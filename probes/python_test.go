@@ -183,7 +183,8 @@ func TestPythonLayouts(t *testing.T) {
 	}
 }
 
-// TestWholeGetsWatchOnlyWaitingThreads: gpuprof's own whole gets put
+// TestWholeGetsWatchOnlyWaitingThreads: where Queue.get's native anchors
+// are not found, gpuprof's own whole gets put
 // their watchpoints only on the threads seen waiting inside a get (a
 // watched thread pays at every context switch), here the consumer's main
 // thread and not the three threads waiting on an Event beside it, and
@@ -206,6 +207,7 @@ func TestWholeGetsWatchOnlyWaitingThreads(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	s.noAnchors = true // as where Queue.get's native anchors are not found
 	pid := startScript(t, python, "mp_waits.py", "400", "0.01", "0.3", filepath.Join(t.TempDir(), "waits.jsonl"), "3")
 	if _, err := s.Attach(pid); err != nil {
 		t.Fatal(err)

@@ -60,6 +60,9 @@ type Session struct {
 	// wait probes begin to be attached again: they report from then on,
 	// before the marker that says so (stamped once all are in place).
 	pyResuming func(pid int, at uint64)
+	// noAnchors, where set (the tests), times every Python function with
+	// watchpoints, as when its native anchors cannot be found.
+	noAnchors bool
 
 	mu           sync.Mutex
 	targets      map[int]*target

@@ -51,6 +51,10 @@ type layout struct {
 	// (Reader.Code): co_qualname (co_name on 3.10, which has no
 	// qualname) and co_filename.
 	CodeName, CodeFilename uint64
+	// A function written in C (NativeFunction): PyCFunctionObject.m_ml
+	// of a module's function, PyMethodDescrObject.d_method of a C class's
+	// method, and PyMethodDef.ml_meth, the C function either calls.
+	CFunctionML, DescrMethod, MethodDefMeth uint64
 	// Py_TPFLAGS_TYPE_SUBCLASS: set on type and on every metaclass, so
 	// an object whose type has it is a class.
 	FlagTypeSubclass uint64
@@ -111,6 +115,7 @@ var layouts = func() map[int]*layout {
 		FlagHeap:  1 << 9,
 		EntrySize: 24, EntryKey: 8, EntryValue: 16,
 		ModuleDict: 16, FuncCode: 48, FuncDict: 88, BytesData: 32,
+		CFunctionML: 16, DescrMethod: 40, MethodDefMeth: 8,
 		FlagTypeSubclass: 1 << 31, CoGenerator: 0x20, CoCoroutine: 0x80, CoIterableCoroutine: 0x100, CoAsyncGenerator: 0x200,
 	}
 	v310 := common

@@ -8,31 +8,41 @@ import (
 // findFunction walks from sys.modules[module] down parts and returns the
 // function object the last part names.
 func (r *Reader) findFunction(runtime uint64, module string, parts []string) (uint64, error) {
-	modules, err := r.sysModules(runtime)
+	obj, path, err := r.findObject(runtime, module, parts)
 	if err != nil {
 		return 0, err
 	}
+	return r.unwrapFunction(obj, path)
+}
+
+// findObject walks from sys.modules[module] down parts and returns the
+// object the last part names, and its dotted path.
+func (r *Reader) findObject(runtime uint64, module string, parts []string) (uint64, string, error) {
+	modules, err := r.sysModules(runtime)
+	if err != nil {
+		return 0, "", err
+	}
 	mod, err := r.dictLookupMax(modules, module, maxNamespace)
 	if errors.Is(err, errNoAttr) {
-		return 0, fmt.Errorf("module %s is not in sys.modules (not imported?)", module)
+		return 0, "", fmt.Errorf("module %s is not in sys.modules (not imported?)", module)
 	} else if err != nil {
-		return 0, fmt.Errorf("sys.modules at %#x (is %#x _PyRuntime of CPython 3.%d?): %w", modules, runtime, r.minor, err)
+		return 0, "", fmt.Errorf("sys.modules at %#x (is %#x _PyRuntime of CPython 3.%d?): %w", modules, runtime, r.minor, err)
 	}
 	path, obj := module, mod
 	for _, part := range parts {
 		ns, err := r.namespace(obj, path)
 		if err != nil {
-			return 0, err
+			return 0, "", err
 		}
 		obj, err = r.dictLookupMax(ns, part, maxNamespace)
 		if errors.Is(err, errNoAttr) {
-			return 0, fmt.Errorf("%s has no attribute %s", path, part)
+			return 0, "", fmt.Errorf("%s has no attribute %s", path, part)
 		} else if err != nil {
-			return 0, fmt.Errorf("%s.%s: %w", path, part, err)
+			return 0, "", fmt.Errorf("%s.%s: %w", path, part, err)
 		}
 		path += "." + part
 	}
-	return r.unwrapFunction(obj, path)
+	return obj, path, nil
 }
 
 // sysModules is the interpreter's own reference to sys.modules, from

@@ -129,6 +129,11 @@ func writePythonCalls(w io.Writer, pid int, p *probes.PythonPlan, user []probes.
 			fmt.Fprintf(w, "  %s: not found now: %v\n", u.Spec(), err)
 			continue
 		}
+		if anchors := probes.NativeAnchors(module, qualname); anchors != nil {
+			fmt.Fprintf(w, "  %s: uprobes on the C functions it calls first (%s) and last (%s), found in the job's memory when attached; watchpoints where those are not found: on its start (%#x) and %d return(s) (%s)\n",
+				u.Spec(), strings.Join(anchors[:len(anchors)-1], ", "), anchors[len(anchors)-1], fn.Entry, len(fn.Returns), hexList(fn.Returns))
+			continue
+		}
 		fmt.Fprintf(w, "  %s: hardware watchpoints on its start (%#x) and %d return(s) (%s): two debug traps every call, ~20-35 µs a call on a VM (make bench: BenchmarkPythonCallProbe)\n",
 			u.Spec(), fn.Entry, len(fn.Returns), hexList(fn.Returns))
 	}

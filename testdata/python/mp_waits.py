@@ -1,9 +1,12 @@
 """A consumer waiting in multiprocessing.Queue.get(timeout=...) for a
 producer process, logging its own waits like queue_waits.py.
 
-  python3 mp_waits.py GETS PAUSE_S START_DELAY_S TRUTH [IDLE_THREADS]
+  python3 mp_waits.py GETS PAUSE_S START_DELAY_S TRUTH [IDLE_THREADS [TIMEOUT_S|none]]
 
 IDLE_THREADS threads wait on an Event meanwhile (waits, but in no get).
+Gets wait up to TIMEOUT_S (default 10), or with none as long as it takes:
+q.get(), which takes the queue's lock by `with`, where a timeout takes it
+by acquire.
 """
 import json, multiprocessing as mp, sys, threading, time
 
@@ -14,10 +17,10 @@ def produce(q, gets, pause):
         q.put(i)
 
 
-def consume(q, gets, out):
+def consume(q, gets, out, timeout):
     for _ in range(gets):
         t0 = time.monotonic_ns()
-        q.get(timeout=10)
+        q.get() if timeout is None else q.get(timeout=timeout)
         t1 = time.monotonic_ns()
         out.write(json.dumps({"t_start_ns": t0, "t_end_ns": t1, "wait": (t1 - t0) / 1e9}) + "\n")
 
@@ -37,6 +40,7 @@ if __name__ == "__main__":
     p = mp.Process(target=produce, args=(q, gets, pause))
     p.start()
     with open(truth, "w") as out:
-        consume(q, gets, out)
+        timeout = sys.argv[6] if len(sys.argv) > 6 else "10"
+        consume(q, gets, out, None if timeout == "none" else float(timeout))
     stop.set()
     p.join()

@@ -95,6 +95,9 @@ int main(void)
 	P("ModuleDict", offsetof(PyModuleObject, md_dict));
 	P("FuncCode", offsetof(PyFunctionObject, func_code));
 	P("FuncDict", offsetof(PyFunctionObject, func_dict));
+	P("CFunctionML", offsetof(PyCFunctionObject, m_ml));
+	P("DescrMethod", offsetof(PyMethodDescrObject, d_method));
+	P("MethodDefMeth", offsetof(PyMethodDef, ml_meth));
 	P("CodeFlags", offsetof(PyCodeObject, co_flags));
 #if PY_VERSION_HEX >= 0x030b0000
 	P("CodeAdaptive", offsetof(PyCodeObject, co_code_adaptive));

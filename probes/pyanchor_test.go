@@ -1,0 +1,111 @@
+package probes
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuprof/gpuprof/events"
+	"github.com/gpuprof/gpuprof/internal/testenv"
+)
+
+// TestWholeGetsByNativeAnchors: on every interpreter here, gpuprof's own
+// whole gets time multiprocessing's Queue.get by its native anchors, with
+// no watchpoint, both ways a get takes the queue's lock (`with` when it
+// waits as long as it takes, acquire with a timeout): each get the
+// consumer logged after the attach is timed once, inside the span the
+// consumer measured around it and covering nearly all of it, and the
+// three threads waiting on an Event beside it time nothing.
+func TestWholeGetsByNativeAnchors(t *testing.T) {
+	testenv.RequireRoot(t)
+	for name, python := range testenv.Pythons(t) {
+		for _, timeout := range []string{"none", "10"} {
+			t.Run(name+"/timeout-"+timeout, func(t *testing.T) {
+				u, err := ParseUserProbe("get=py:multiprocessing.queues:Queue.get", 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				u.Default = true
+				cfg := DefaultConfig()
+				cfg.User = []UserProbe{u}
+				s, err := Open(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				truth := filepath.Join(t.TempDir(), "waits.jsonl")
+				pid := startScript(t, python, "mp_waits.py", "150", "0.01", "0.3", truth, "3", timeout)
+				if _, err := s.Attach(pid); err != nil {
+					t.Fatal(err)
+				}
+				c, err := runFor(t, s, 2500*time.Millisecond)
+				if err != nil && !strings.Contains(err.Error(), "exited") {
+					t.Fatal(err)
+				}
+				s.mu.Lock()
+				w := s.targets[pid].pyCalls[u.ID]
+				s.mu.Unlock()
+				if w == nil || w.fn == nil || w.anchors == nil {
+					t.Fatalf("Queue.get not timed by native anchors: %+v", w)
+				}
+				if len(w.events) != 0 || w.sites() != 0 {
+					t.Errorf("%d watchpoints open, %d debug registers taken: want none", len(w.events), w.sites())
+				}
+				var gets []events.Event
+				for _, e := range c.evs {
+					if e.Kind != events.KindCall || e.API != u.ID {
+						continue
+					}
+					if e.TID != uint32(pid) {
+						t.Errorf("a get timed on thread %d: only the main thread gets", e.TID)
+					}
+					gets = append(gets, e)
+				}
+				first := uint64(0)
+				if len(gets) > 0 {
+					first = gets[0].Start
+				}
+				data, err := os.ReadFile(truth)
+				if err != nil {
+					t.Fatal(err)
+				}
+				logged, matched := 0, 0
+				for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+					var g struct {
+						Start uint64  `json:"t_start_ns"`
+						End   uint64  `json:"t_end_ns"`
+						Wait  float64 `json:"wait"`
+					}
+					if json.Unmarshal([]byte(line), &g) != nil || g.Start < first {
+						continue // before the first get timed: the anchors were not in place
+					}
+					logged++
+					n := 0
+					for _, e := range gets {
+						if e.Start < g.Start || e.End > g.End {
+							continue
+						}
+						n++
+						// The consumer's timer adds the call's own overhead
+						// (µs); a wakeup delayed on a loaded machine is inside
+						// both.
+						if got := float64(e.End-e.Start) / 1e9; got < 0.9*g.Wait-200e-6 {
+							t.Errorf("get timed %.4fs, the consumer measured %.4fs around it", got, g.Wait)
+						}
+					}
+					if n > 1 {
+						t.Errorf("a get of the consumer's timed %d times", n)
+					}
+					matched += n
+				}
+				t.Logf("%d of the consumer's %d gets since the first timed were timed", matched, logged)
+				if logged < 50 || matched < logged-1 {
+					t.Errorf("%d of the consumer's %d gets since the first timed were timed (%d events)", matched, logged, len(gets))
+				}
+			})
+		}
+	}
+}
