@@ -84,6 +84,30 @@ func openSession(t *testing.T) *Session {
 	return s
 }
 
+// openSessionWith opens a session with the user probes given.
+func openSessionWith(t *testing.T, users ...UserProbe) *Session {
+	t.Helper()
+	testenv.RequireRoot(t)
+	cfg := DefaultConfig()
+	cfg.User = users
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatalf("open session: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// wholeGetsProbe is the probe attach adds for --whole-gets, gpuprof's own.
+func wholeGetsProbe(tb testing.TB, function string) UserProbe {
+	u, err := ParseUserProbe("get=py:"+function, 0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	u.Default = true
+	return u
+}
+
 // runFor runs the session until d passes or the targets exit.
 func runFor(t *testing.T, s *Session, d time.Duration) (*collector, error) {
 	t.Helper()

@@ -74,12 +74,28 @@ type nativeSite struct {
 	place  Placement
 }
 
+// anchorOrWatch attaches w's native anchors in t, and says whether they
+// time it now. Where they cannot be (a module not imported, a pure-Python
+// pickle), w is watched instead, from then on.
+func (s *Session) anchorOrWatch(t *target, w *pyCallWatch) bool {
+	err := s.anchorPythonCall(t, w, w.fn)
+	if err == nil {
+		if w.lazy {
+			s.cfg.Log.Debug("timing Python function by native anchors: a thread was seen waiting in it", "pid", t.pid, "probe", w.probe.Spec())
+		}
+		return true
+	}
+	w.anchorable = false
+	s.cfg.Log.Debug("Python function's native anchors not found: watching it", "pid", t.pid, "probe", w.probe.Spec(), "why", err)
+	return false
+}
+
 // anchorPythonCall times w's function in t by its native anchors, if it
-// has any and they can all be placed; else it returns an error and the
-// caller watches it instead.
-func (s *Session) anchorPythonCall(t *target, w *pyCallWatch, mem *pymem.Reader, fn *pymem.Function) error {
-	if s.noAnchors {
-		return errors.New("native anchors off")
+// has any and they can all be found; else it returns an error.
+func (s *Session) anchorPythonCall(t *target, w *pyCallWatch, fn *pymem.Function) error {
+	mem := s.targetPyMem(t)
+	if mem == nil {
+		return fmt.Errorf("PID %d: its CPython objects cannot be read", t.pid)
 	}
 	a, ok := pyAnchors[fn.Module+":"+fn.Qualname]
 	if !ok {

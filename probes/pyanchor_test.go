@@ -18,35 +18,33 @@ import (
 // waits as long as it takes, acquire with a timeout): each get the
 // consumer logged after the attach is timed once, inside the span the
 // consumer measured around it and covering nearly all of it, and the
-// three threads waiting on an Event beside it time nothing.
+// three threads waiting on an Event beside it time nothing. The anchors
+// go in once a thread is seen waiting in a get, not at the attach: the
+// processes that only put (an engine) pay nothing.
 func TestWholeGetsByNativeAnchors(t *testing.T) {
 	testenv.RequireRoot(t)
 	for name, python := range testenv.Pythons(t) {
 		for _, timeout := range []string{"none", "10"} {
 			t.Run(name+"/timeout-"+timeout, func(t *testing.T) {
-				u, err := ParseUserProbe("get=py:multiprocessing.queues:Queue.get", 0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				u.Default = true
-				cfg := DefaultConfig()
-				cfg.User = []UserProbe{u}
-				s, err := Open(cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer s.Close()
+				u := wholeGetsProbe(t, "multiprocessing.queues:Queue.get")
+				s := openSessionWith(t, u)
 				truth := filepath.Join(t.TempDir(), "waits.jsonl")
 				pid := startScript(t, python, "mp_waits.py", "150", "0.01", "0.3", truth, "3", timeout)
 				if _, err := s.Attach(pid); err != nil {
 					t.Fatal(err)
+				}
+				s.mu.Lock()
+				w := s.targets[pid].pyCalls[u.ID]
+				s.mu.Unlock()
+				if w != nil && w.anchors != nil {
+					t.Errorf("anchors attached before a thread was seen waiting in a get: a process that never gets would pay for them")
 				}
 				c, err := runFor(t, s, 2500*time.Millisecond)
 				if err != nil && !strings.Contains(err.Error(), "exited") {
 					t.Fatal(err)
 				}
 				s.mu.Lock()
-				w := s.targets[pid].pyCalls[u.ID]
+				w = s.targets[pid].pyCalls[u.ID]
 				s.mu.Unlock()
 				if w == nil || w.fn == nil || w.anchors == nil {
 					t.Fatalf("Queue.get not timed by native anchors: %+v", w)

@@ -67,8 +67,13 @@ type pyCallWatch struct {
 	// only those seen waiting inside the function are, as they are seen.
 	threads map[int]bool
 	lazy    bool
-	// anchors time the function by native anchors instead (pyanchor.go).
-	anchors []link.Link
+	// anchors time the function by native anchors instead (pyanchor.go),
+	// once attached; anchorable says it has some not yet found wanting.
+	// A lazy probe's are attached when its first thread is seen waiting
+	// in it, so that processes that never call it (the engine putting
+	// into the queue a trainer gets from) pay nothing.
+	anchors    []link.Link
+	anchorable bool
 }
 
 // sites are the debug registers the function takes in a watched thread.
@@ -166,12 +171,6 @@ func (s *Session) watchPythonCall(t *target, w *pyCallWatch, module, qualname st
 	if err != nil {
 		return err
 	}
-	if err := s.anchorPythonCall(t, w, mem, fn); err == nil {
-		w.fn = fn
-		return nil
-	} else {
-		s.cfg.Log.Debug("Python function not anchored: watching it", "pid", t.pid, "probe", w.probe.Spec(), "why", err)
-	}
 	used := 0
 	for _, o := range t.pyCalls {
 		used += o.sites()
@@ -194,6 +193,10 @@ func (s *Session) watchPythonCall(t *target, w *pyCallWatch, module, qualname st
 		}
 	}
 	w.fn, w.threads, w.lazy = fn, map[int]bool{}, w.probe.Default
+	w.anchorable = NativeAnchors(module, qualname) != nil && !s.noAnchors
+	if w.anchorable && !w.lazy && s.anchorOrWatch(t, w) {
+		return nil
+	}
 	if w.lazy {
 		// The threads seen waiting in it before it was found now, later
 		// ones as they are seen (watchWaitingThread).
@@ -268,6 +271,9 @@ func (t *target) noteWaitedIn(tid int, frames []events.PyFrame) {
 // none: a start with no return would time nothing. A thread is tried
 // once.
 func (s *Session) watchThread(t *target, w *pyCallWatch, tid int) {
+	if w.anchors != nil || (w.anchorable && s.anchorOrWatch(t, w)) {
+		return
+	}
 	w.threads[tid] = true
 	var fds []int
 	var err error
@@ -390,8 +396,7 @@ func (s *Session) unwatchPythonCall(t *target, w *pyCallWatch) {
 	if w.anchors != nil {
 		closeLinks(w.anchors)
 		s.objs.PyAnchorCodes.Delete(bpf.PyAnchorKey{Pid: uint32(t.pid), Code: w.fn.Code})
-		w.anchors, w.fn = nil, nil
-		return
+		w.anchors = nil
 	}
 	if w.fn != nil {
 		for _, addr := range w.siteAddrs() {

@@ -131,15 +131,8 @@ func BenchmarkWatchedThreadSwitch(b *testing.B) {
 //	sudo go test -run '^$' -bench WholeGet -benchtime 1x ./probes
 func BenchmarkWholeGet(b *testing.B) {
 	testenv.RequireRoot(b)
-	get, err := ParseUserProbe("get=py:multiprocessing.queues:Queue.get", 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	none, err := ParseUserProbe("get=py:multiprocessing.queues:Queue.close", 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	get.Default, none.Default = true, true
+	get := wholeGetsProbe(b, "multiprocessing.queues:Queue.get")
+	none := wholeGetsProbe(b, "multiprocessing.queues:Queue.close")
 	script := filepath.Join(testenv.Root(), "testdata", "python", "getloop.py")
 	cpu := strconv.Itoa(runtime.NumCPU() - 1)
 	if st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err == nil {

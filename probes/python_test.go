@@ -195,18 +195,8 @@ func TestWholeGetsWatchOnlyWaitingThreads(t *testing.T) {
 	if !ok {
 		testenv.Skip(t, "needs pyenv's 3.12")
 	}
-	u, err := ParseUserProbe("get=py:multiprocessing.queues:Queue.get", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Default = true
-	cfg := DefaultConfig()
-	cfg.User = []UserProbe{u}
-	s, err := Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	u := wholeGetsProbe(t, "multiprocessing.queues:Queue.get")
+	s := openSessionWith(t, u)
 	s.noAnchors = true // as where Queue.get's native anchors are not found
 	pid := startScript(t, python, "mp_waits.py", "400", "0.01", "0.3", filepath.Join(t.TempDir(), "waits.jsonl"), "3")
 	if _, err := s.Attach(pid); err != nil {
