@@ -43,7 +43,7 @@ test: check-generated fixtures
 	$(GO) test -count=1 -p 1 -timeout 30m ./...
 
 bench: fixtures
-	$(GO) test -count=1 -run '^$$' -bench 'ProbeCost|PythonLockProbe|PythonCallProbe' -benchtime 1x -v ./probes
+	$(GO) test -count=1 -run '^$$' -bench 'ProbeCost|PythonLockProbe|PythonCallProbe|WholeGet' -benchtime 1x -v ./probes
 	$(GO) test -count=1 -run '^$$' -bench 'Correlate|DecodeRecord' -benchmem ./correlate ./probes
 	$(GO) test -count=1 -run '^$$' -bench 'SampleRound' -benchmem ./nvml
 

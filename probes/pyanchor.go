@@ -33,6 +33,7 @@ type nativeRef struct{ module, qualname string }
 // call (from the function's frame or up to two frames below it), end's
 // return, called from the function's own frame, ends it.
 type callAnchors struct {
+	name   string // what they time, for the links' owner
 	starts []nativeRef
 	end    nativeRef
 }
@@ -43,6 +44,7 @@ type callAnchors struct {
 // timeout is given), and what was read is unpickled last
 // (`_ForkingPickler.loads(res)`), rebuilding any shared tensor inside.
 var mpGetAnchors = callAnchors{
+	name: "multiprocessing gets",
 	starts: []nativeRef{{"_multiprocessing", "SemLock.__enter__"}, {"_multiprocessing", "SemLock.acquire"}},
 	end:    nativeRef{"multiprocessing.reduction", "ForkingPickler.loads"},
 }
@@ -130,6 +132,17 @@ func (s *Session) anchorPythonCall(t *target, w *pyCallWatch, fn *pymem.Function
 	key := bpf.PyAnchorKey{Pid: uint32(t.pid), Code: fn.Code}
 	if err := s.objs.PyAnchorCodes.Put(key, bpf.PySite{Api: w.probe.ID}); err != nil {
 		return fmt.Errorf("BPF map py_anchor_codes: %w", err)
+	}
+	w.anchorSet = a.name
+	for _, o := range t.pyCalls {
+		if o != w && o.anchors != nil && o.anchorSet == a.name {
+			// Another function of the same anchors (Queue.get and
+			// SimpleQueue.get both probed): their probes serve both, each
+			// hit finding its own function's frame; a second set would
+			// time each call twice.
+			w.anchors = []link.Link{}
+			return nil
+		}
 	}
 	links, err := attachAnchors(s.objs, t.pid, starts, end)
 	if err != nil {

@@ -107,3 +107,83 @@ func TestWholeGetsByNativeAnchors(t *testing.T) {
 		}
 	}
 }
+
+// TestNativeAnchorsShared: Queue.get and SimpleQueue.get named together
+// (user probes: anchored at the attach, not lazily) share one set of
+// anchor probes, and each get is timed once, as the function it is.
+func TestNativeAnchorsShared(t *testing.T) {
+	python, ok := testenv.Pythons(t)["pyenv-3.12"]
+	if !ok {
+		testenv.Skip(t, "needs pyenv's 3.12")
+	}
+	var ups []UserProbe
+	for i, spec := range []string{"get=py:multiprocessing.queues:Queue.get", "data=py:multiprocessing.queues:SimpleQueue.get"} {
+		u, err := ParseUserProbe(spec, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ups = append(ups, u)
+	}
+	s := openSessionWith(t, ups...)
+	truth := filepath.Join(t.TempDir(), "gets.jsonl")
+	pid := startScript(t, python, "mp_two_queues.py", "200", "0.005", truth)
+	time.Sleep(300 * time.Millisecond) // both queues made
+	if _, err := s.Attach(pid); err != nil {
+		t.Fatal(err)
+	}
+	c, err := runFor(t, s, 2*time.Second)
+	if err != nil && !strings.Contains(err.Error(), "exited") {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	ws := s.targets[pid].pyCalls
+	owners := 0
+	for _, u := range ups {
+		if w := ws[u.ID]; w == nil || w.anchors == nil {
+			t.Errorf("%s not timed by native anchors: %+v", u.Spec(), w)
+		} else if len(w.anchors) > 0 {
+			owners++
+		}
+	}
+	s.mu.Unlock()
+	if owners != 1 {
+		t.Errorf("%d sets of anchor probes, want one shared", owners)
+	}
+	data, err := os.ReadFile(truth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]uint16{"Queue": ups[0].ID, "SimpleQueue": ups[1].ID}
+	logged, timed := 0, 0
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var g struct {
+			Queue string `json:"queue"`
+			Start uint64 `json:"t_start_ns"`
+			End   uint64 `json:"t_end_ns"`
+		}
+		if json.Unmarshal([]byte(line), &g) != nil {
+			continue
+		}
+		n := 0
+		for _, e := range c.evs {
+			if e.Kind != events.KindCall || e.Start < g.Start || e.End > g.End {
+				continue
+			}
+			if e.API != ups[0].ID && e.API != ups[1].ID {
+				continue
+			}
+			if e.API != want[g.Queue] {
+				t.Errorf("a %s get timed as probe %d", g.Queue, e.API)
+			}
+			n++
+		}
+		if n > 1 {
+			t.Errorf("a %s get timed %d times", g.Queue, n)
+		}
+		logged++
+		timed += n
+	}
+	if timed < 100 {
+		t.Errorf("%d of the %d gets logged were timed", timed, logged)
+	}
+}

@@ -74,6 +74,7 @@ type pyCallWatch struct {
 	// into the queue a trainer gets from) pay nothing.
 	anchors    []link.Link
 	anchorable bool
+	anchorSet  string // callAnchors.name; empty anchors: another's serve it
 }
 
 // sites are the debug registers the function takes in a watched thread.
