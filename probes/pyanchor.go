@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"github.com/cilium/ebpf/link"
@@ -44,7 +45,7 @@ type callAnchors struct {
 // timeout is given), and what was read is unpickled last
 // (`_ForkingPickler.loads(res)`), rebuilding any shared tensor inside.
 var mpGetAnchors = callAnchors{
-	name: "multiprocessing gets",
+	name:   "multiprocessing gets",
 	starts: []nativeRef{{"_multiprocessing", "SemLock.__enter__"}, {"_multiprocessing", "SemLock.acquire"}},
 	end:    nativeRef{"multiprocessing.reduction", "ForkingPickler.loads"},
 }
@@ -126,7 +127,9 @@ func (s *Session) anchorPythonCall(t *target, w *pyCallWatch, fn *pymem.Function
 	if err != nil {
 		return fmt.Errorf("%s.%s: %w", a.end.module, a.end.qualname, err)
 	}
+	w.anchorPlaces = nil
 	for _, st := range append(starts, end) {
+		w.anchorPlaces = append(w.anchorPlaces, st.place)
 		s.cfg.Log.Debug("native anchor", "pid", t.pid, "file", st.file.Path, "offset", st.offset, "placement", st.place)
 	}
 	key := bpf.PyAnchorKey{Pid: uint32(t.pid), Code: fn.Code}
@@ -165,7 +168,7 @@ func attachAnchors(objs *bpf.Objects, pid int, starts []nativeSite, end nativeSi
 	for _, st := range starts {
 		k := st.file.Key()
 		files[k] = st.file
-		if !contains(byFile[k], st.offset) {
+		if !slices.Contains(byFile[k], st.offset) {
 			byFile[k] = append(byFile[k], st.offset)
 		}
 	}
@@ -191,15 +194,6 @@ func attachAnchors(objs *bpf.Objects, pid int, starts []nativeSite, end nativeSi
 	return append(links, returnLink{l}), nil
 }
 
-func contains(xs []uint64, x uint64) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
-}
-
 // placeNative finds the file and offset of the code at addr in pid and
 // where on it a probe goes: on its first emulated instruction (Place).
 // An entry probe (ret false) on a function that only loads registers and
@@ -215,7 +209,7 @@ func placeNative(procRoot string, pid int, maps []mapping, addr uint64, ret bool
 	if err != nil {
 		return nativeSite{}, err
 	}
-	site := first
+	site, firstCode := first, code
 	for hop := 0; ; hop++ {
 		site.place = Place(code)
 		if site.place.Emulated {
@@ -231,7 +225,7 @@ func placeNative(procRoot string, pid int, maps []mapping, addr uint64, ret bool
 		}
 		addr = target
 	}
-	first.place = Place(nil)
+	first.place = Place(firstCode) // at +0, naming its first instruction, single-stepped
 	first.place.Offset = 0
 	return first, nil
 }

@@ -49,6 +49,13 @@ func TestWholeGetsByNativeAnchors(t *testing.T) {
 				if w == nil || w.fn == nil || w.anchors == nil {
 					t.Fatalf("Queue.get not timed by native anchors: %+v", w)
 				}
+				for _, p := range w.anchorPlaces {
+					// SemLock.__enter__ jumps on to its acquire: followed,
+					// the probe is on an instruction the kernel emulates.
+					if !p.Emulated {
+						t.Errorf("an anchor's probe at %s: single-stepped, the slow path", p)
+					}
+				}
 				if len(w.events) != 0 || w.sites() != 0 {
 					t.Errorf("%d watchpoints open, %d debug registers taken: want none", len(w.events), w.sites())
 				}
@@ -185,5 +192,26 @@ func TestNativeAnchorsShared(t *testing.T) {
 	}
 	if timed < 100 {
 		t.Errorf("%d of the %d gets logged were timed", timed, logged)
+	}
+}
+
+// TestTailJump: SemLock.__enter__ as pyenv's 3.10 builds it (load two
+// arguments, jump to the acquire it shares with SemLock.acquire) is seen
+// as a tail jump to that function; code that does work first is not.
+func TestTailJump(t *testing.T) {
+	enter := []byte{
+		0x48, 0x8b, 0x15, 0x39, 0x31, 0x00, 0x00, // mov 0x3139(%rip),%rdx
+		0xbe, 0x01, 0x00, 0x00, 0x00, // mov $0x1,%esi
+		0xe9, 0x3f, 0xfd, 0xff, 0xff, // jmp 0x2bc0 (from 0x2e70)
+	}
+	if got, ok := tailJump(enter, 0x2e70); !ok || got != 0x2bc0 {
+		t.Errorf("tailJump = %#x, %v; want 0x2bc0", got, ok)
+	}
+	if _, ok := tailJump(enter[:16], 0x2e70); ok {
+		t.Error("a jump cut short decoded: want none")
+	}
+	work := []byte{0x48, 0x83, 0xec, 0x08, 0xe9, 0x00, 0x00, 0x00, 0x00} // sub $8,%rsp; jmp
+	if _, ok := tailJump(work, 0x1000); ok {
+		t.Error("a function that moves the stack first read as a tail jump")
 	}
 }

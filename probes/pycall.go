@@ -75,6 +75,8 @@ type pyCallWatch struct {
 	anchors    []link.Link
 	anchorable bool
 	anchorSet  string // callAnchors.name; empty anchors: another's serve it
+	// anchorPlaces: where each anchor's probe went, starts then end.
+	anchorPlaces []Placement
 }
 
 // sites are the debug registers the function takes in a watched thread.
