@@ -73,18 +73,9 @@ func TestWholeGetsByNativeAnchors(t *testing.T) {
 				if len(gets) > 0 {
 					first = gets[0].Start
 				}
-				data, err := os.ReadFile(truth)
-				if err != nil {
-					t.Fatal(err)
-				}
 				logged, matched := 0, 0
-				for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-					var g struct {
-						Start uint64  `json:"t_start_ns"`
-						End   uint64  `json:"t_end_ns"`
-						Wait  float64 `json:"wait"`
-					}
-					if json.Unmarshal([]byte(line), &g) != nil || g.Start < first {
+				for _, g := range loggedGets(t, truth) {
+					if g.Start < first {
 						continue // before the first get timed: the anchors were not in place
 					}
 					logged++
@@ -156,21 +147,9 @@ func TestNativeAnchorsShared(t *testing.T) {
 	if owners != 1 {
 		t.Errorf("%d sets of anchor probes, want one shared", owners)
 	}
-	data, err := os.ReadFile(truth)
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := map[string]uint16{"Queue": ups[0].ID, "SimpleQueue": ups[1].ID}
 	logged, timed := 0, 0
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		var g struct {
-			Queue string `json:"queue"`
-			Start uint64 `json:"t_start_ns"`
-			End   uint64 `json:"t_end_ns"`
-		}
-		if json.Unmarshal([]byte(line), &g) != nil {
-			continue
-		}
+	for _, g := range loggedGets(t, truth) {
 		n := 0
 		for _, e := range c.evs {
 			if e.Kind != events.KindCall || e.Start < g.Start || e.End > g.End {
@@ -214,4 +193,28 @@ func TestTailJump(t *testing.T) {
 	if _, ok := tailJump(work, 0x1000); ok {
 		t.Error("a function that moves the stack first read as a tail jump")
 	}
+}
+
+// loggedGet is a get as a test script logged it (one JSON line a get).
+type loggedGet struct {
+	Queue string  `json:"queue"` // mp_two_queues.py: which queue
+	Start uint64  `json:"t_start_ns"`
+	End   uint64  `json:"t_end_ns"`
+	Wait  float64 `json:"wait"`
+}
+
+func loggedGets(t *testing.T, path string) []loggedGet {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []loggedGet
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var g loggedGet
+		if json.Unmarshal([]byte(line), &g) == nil {
+			out = append(out, g)
+		}
+	}
+	return out
 }
