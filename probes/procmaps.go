@@ -36,12 +36,11 @@ func ExecutableFiles(procRoot string, pid int) ([]MappedFile, error) {
 		if len(m.perms) < 3 || m.perms[2] != 'x' || m.inode == 0 || !strings.HasPrefix(m.path, "/") {
 			continue
 		}
-		f := MappedFile{Path: m.path, Dev: m.dev, Inode: m.inode}
+		f := m.file(procRoot, pid)
 		if seen[f.Key()] {
 			continue
 		}
 		seen[f.Key()] = true
-		f.HostPath = filepath.Join(procRoot, strconv.Itoa(pid), "root", f.Path)
 		files = append(files, f)
 	}
 	return files, nil
@@ -54,6 +53,12 @@ type mapping struct {
 	start, end, offset uint64
 	perms, dev, path   string // path without " (deleted)"; "" for anonymous memory
 	inode              uint64
+}
+
+// file is the file mapped, reached from here through /proc/PID/root.
+func (m mapping) file(procRoot string, pid int) MappedFile {
+	return MappedFile{Path: m.path, Dev: m.dev, Inode: m.inode,
+		HostPath: filepath.Join(procRoot, strconv.Itoa(pid), "root", m.path)}
 }
 
 // holds says whether the mapping is of the file f.

@@ -1,13 +1,12 @@
 package probes
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/arch/x86/x86asm"
@@ -104,6 +103,20 @@ func (s *Session) anchorPythonCall(t *target, w *pyCallWatch, fn *pymem.Function
 	if !ok {
 		return fmt.Errorf("no native anchors known for %s:%s", fn.Module, fn.Qualname)
 	}
+	key := bpf.PyAnchorKey{Pid: uint32(t.pid), Code: fn.Code}
+	for _, o := range t.pyCalls {
+		if o != w && o.anchors != nil && o.anchorSet == a.name {
+			// Another function of the same anchors (Queue.get and
+			// SimpleQueue.get both probed): their probes serve both, each
+			// hit finding its own function's frame; a second set would
+			// trap every call twice over.
+			if err := s.objs.PyAnchorCodes.Put(key, bpf.PySite{Api: w.probe.ID}); err != nil {
+				return fmt.Errorf("BPF map py_anchor_codes: %w", err)
+			}
+			w.anchors, w.anchorSet, w.anchorPlaces = []link.Link{}, a.name, o.anchorPlaces
+			return nil
+		}
+	}
 	maps, err := readMaps(s.cfg.ProcRoot, t.pid)
 	if err != nil {
 		return err
@@ -132,27 +145,15 @@ func (s *Session) anchorPythonCall(t *target, w *pyCallWatch, fn *pymem.Function
 		w.anchorPlaces = append(w.anchorPlaces, st.place)
 		s.cfg.Log.Debug("native anchor", "pid", t.pid, "file", st.file.Path, "offset", st.offset, "placement", st.place)
 	}
-	key := bpf.PyAnchorKey{Pid: uint32(t.pid), Code: fn.Code}
 	if err := s.objs.PyAnchorCodes.Put(key, bpf.PySite{Api: w.probe.ID}); err != nil {
 		return fmt.Errorf("BPF map py_anchor_codes: %w", err)
-	}
-	w.anchorSet = a.name
-	for _, o := range t.pyCalls {
-		if o != w && o.anchors != nil && o.anchorSet == a.name {
-			// Another function of the same anchors (Queue.get and
-			// SimpleQueue.get both probed): their probes serve both, each
-			// hit finding its own function's frame; a second set would
-			// time each call twice.
-			w.anchors = []link.Link{}
-			return nil
-		}
 	}
 	links, err := attachAnchors(s.objs, t.pid, starts, end)
 	if err != nil {
 		s.objs.PyAnchorCodes.Delete(key)
 		return err
 	}
-	w.anchors = links
+	w.anchors, w.anchorSet = links, a.name
 	return nil
 }
 
@@ -240,8 +241,7 @@ func mappedCode(procRoot string, pid int, maps []mapping, addr uint64) (nativeSi
 		if len(m.perms) < 3 || m.perms[2] != 'x' || m.inode == 0 || m.path == "" {
 			return nativeSite{}, nil, fmt.Errorf("%#x is in no executable file mapping of PID %d", addr, pid)
 		}
-		f := MappedFile{Path: m.path, Dev: m.dev, Inode: m.inode,
-			HostPath: filepath.Join(procRoot, strconv.Itoa(pid), "root", m.path)}
+		f := m.file(procRoot, pid)
 		off := m.offset + addr - m.start
 		fh, err := os.Open(f.HostPath)
 		if err != nil {
@@ -264,7 +264,7 @@ func tailJump(code []byte, addr uint64) (uint64, bool) {
 	off := 0
 	for i := 0; i < 4 && off < len(code); i++ {
 		rest := code[off:]
-		if len(rest) >= len(endbr64) && string(rest[:len(endbr64)]) == string(endbr64) {
+		if bytes.HasPrefix(rest, endbr64) {
 			off += len(endbr64)
 			continue
 		}

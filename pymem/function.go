@@ -45,11 +45,9 @@ func (r *Reader) Function(runtime uint64, module, qualname string) (*Function, e
 	if strings.Contains(qualname, "<locals>") {
 		return nil, fmt.Errorf("pymem: %s is a nested function: each call of the function around it makes a new one, which no module or class holds (time the enclosing function instead)", name)
 	}
-	parts := strings.Split(qualname, ".")
-	for _, p := range append([]string{module}, parts...) {
-		if p == "" || len(p) > maxName {
-			return nil, fmt.Errorf("pymem: bad function name %q", name)
-		}
+	parts, err := nameParts(module, qualname)
+	if err != nil {
+		return nil, err
 	}
 	fn, err := r.findFunction(runtime, module, parts)
 	if err != nil {
@@ -108,4 +106,16 @@ func (r *Reader) scanCode(code uint64) (*Function, error) {
 		f.Returns = append(f.Returns, start+uint64(off))
 	}
 	return f, nil
+}
+
+// nameParts splits qualname into the names looked up below module,
+// refusing an empty or overlong one.
+func nameParts(module, qualname string) ([]string, error) {
+	parts := strings.Split(qualname, ".")
+	for _, p := range append([]string{module}, parts...) {
+		if p == "" || len(p) > maxName {
+			return nil, fmt.Errorf("pymem: bad function name %q", module+"."+qualname)
+		}
+	}
+	return parts, nil
 }

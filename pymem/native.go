@@ -2,7 +2,6 @@ package pymem
 
 import (
 	"fmt"
-	"strings"
 )
 
 // NativeFunction finds module.qualname in sys.modules of the process, a
@@ -13,11 +12,9 @@ import (
 // register. The function found is the one the name refers to now.
 func (r *Reader) NativeFunction(runtime uint64, module, qualname string) (uint64, error) {
 	name := module + "." + qualname
-	parts := strings.Split(qualname, ".")
-	for _, p := range append([]string{module}, parts...) {
-		if p == "" || len(p) > maxName {
-			return 0, fmt.Errorf("pymem: bad function name %q", name)
-		}
+	parts, err := nameParts(module, qualname)
+	if err != nil {
+		return 0, err
 	}
 	obj, _, err := r.findObject(runtime, module, parts)
 	if err != nil {
