@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"time"
 
@@ -116,24 +117,23 @@ func EnableStats() (io.Closer, error) {
 	return c, nil
 }
 
-// ProgramStats returns each program's runs and run time so far, most run first.
+// ProgramStats returns each program's runs and run time so far, most run
+// first. The programs are read off the generated struct's tags, so that a
+// program added to gpuprof.bpf.c is counted without a list to keep.
 func (o *Objects) ProgramStats() []ProgramStat {
-	progs := map[string]*ebpf.Program{
-		"api_entry": o.ApiEntry, "api_return": o.ApiReturn, "api_instant": o.ApiInstant, "launch_entry": o.LaunchEntry,
-		"lib_load": o.LibLoad, "py_lock_entry": o.PyLockEntry, "py_lock_return": o.PyLockReturn,
-		"gil_entry": o.GilEntry, "gil_return": o.GilReturn, "io_write": o.IoWrite,
-		"py_call_site": o.PyCallSite,
-	}
 	var out []ProgramStat
-	for name, p := range progs {
-		ps, err := p.Stats()
-		if err != nil {
+	progs := reflect.ValueOf(o.gpuprofPrograms)
+	for i := range progs.NumField() {
+		p, ok := progs.Field(i).Interface().(*ebpf.Program)
+		if !ok || p == nil {
 			continue
 		}
-		st := ProgramStat{Name: name, Runs: ps.RunCount, Runtime: ps.Runtime}
-		if st.Runs > 0 {
-			out = append(out, st)
+		ps, err := p.Stats()
+		if err != nil || ps.RunCount == 0 {
+			continue
 		}
+		name := progs.Type().Field(i).Tag.Get("ebpf")
+		out = append(out, ProgramStat{Name: name, Runs: ps.RunCount, Runtime: ps.Runtime})
 	}
 	slices.SortFunc(out, func(a, b ProgramStat) int { return cmp.Compare(b.Runs, a.Runs) })
 	return out

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuprof/gpuprof/bpf"
 	"github.com/gpuprof/gpuprof/events"
 	"github.com/gpuprof/gpuprof/internal/testenv"
 )
@@ -122,6 +123,11 @@ func TestNativeAnchorsShared(t *testing.T) {
 		}
 		ups = append(ups, u)
 	}
+	stats, err := bpf.EnableStats()
+	if err != nil {
+		testenv.Skip(t, "needs BPF statistics: "+err.Error())
+	}
+	defer stats.Close()
 	s := openSessionWith(t, ups...)
 	truth := filepath.Join(t.TempDir(), "gets.jsonl")
 	pid := startScript(t, python, "mp_two_queues.py", "200", "0.005", truth)
@@ -171,6 +177,22 @@ func TestNativeAnchorsShared(t *testing.T) {
 	}
 	if timed < 100 {
 		t.Errorf("%d of the %d gets logged were timed", timed, logged)
+	}
+	// Shared, the anchors trap once at each end of a get whichever
+	// function it is (the job's cost, counted by --probe-stats). The
+	// start traps at every SemLock taken in the process too: a Queue.put
+	// takes two (its bounded semaphore, then the feeder thread's write
+	// lock), a SimpleQueue.put one. The end traps at nothing else here.
+	runs := map[string]uint64{}
+	for _, st := range s.objs.ProgramStats() {
+		runs[st.Name] = st.Runs
+	}
+	t.Logf("%d gets logged, %d timed; py_anchor_start ran %d times, py_anchor_end %d", logged, timed, runs["py_anchor_start"], runs["py_anchor_end"])
+	if end := runs["py_anchor_end"]; end < uint64(timed) || end > uint64(logged)+2 {
+		t.Errorf("py_anchor_end ran %d times for %d gets timed of %d logged: want one run a get", end, timed, logged)
+	}
+	if start := runs["py_anchor_start"]; start < uint64(timed) || start > 3*uint64(logged)+4 {
+		t.Errorf("py_anchor_start ran %d times for %d gets timed of %d logged: want one a get and no more than two a put", start, timed, logged)
 	}
 }
 
