@@ -78,18 +78,19 @@ type nativeSite struct {
 
 // anchorOrWatch attaches w's native anchors in t, and says whether they
 // time it now. Where they cannot be (a module not imported, a pure-Python
-// pickle), w is watched instead, from then on.
-func (s *Session) anchorOrWatch(t *target, w *pyCallWatch) bool {
+// pickle), w is watched instead, from then on, if its debug registers are
+// free; else it returns why it cannot be timed at all.
+func (s *Session) anchorOrWatch(t *target, w *pyCallWatch) (bool, error) {
 	err := s.anchorPythonCall(t, w, w.fn)
 	if err == nil {
 		if w.lazy {
 			s.cfg.Log.Debug("timing Python function by native anchors: a thread was seen waiting in it", "pid", t.pid, "probe", w.probe.Spec())
 		}
-		return true
+		return true, nil
 	}
 	w.anchorable = false
 	s.cfg.Log.Debug("Python function's native anchors not found: watching it", "pid", t.pid, "probe", w.probe.Spec(), "why", err)
-	return false
+	return false, s.freeRegisters(t, w, w.sites())
 }
 
 // anchorPythonCall times w's function in t by its native anchors, if it

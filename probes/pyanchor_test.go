@@ -240,3 +240,44 @@ func loggedGets(t *testing.T, path string) []loggedGet {
 	}
 	return out
 }
+
+// TestAnchoredGetsTakeNoRegisters: gpuprof's own whole gets, anchored,
+// take none of the thread's four debug registers, so functions the user
+// names that need all four are watched, found after the gets' function,
+// without taking it from them.
+func TestAnchoredGetsTakeNoRegisters(t *testing.T) {
+	python, ok := testenv.Pythons(t)["pyenv-3.12"]
+	if !ok {
+		testenv.Skip(t, "needs pyenv's 3.12")
+	}
+	ups := []UserProbe{wholeGetsProbe(t, "multiprocessing.queues:Queue.get")}
+	for i, f := range []string{"fetch", "flaky"} { // two sites each
+		u, err := ParseUserProbe("data=py:__main__:"+f, i+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ups = append(ups, u)
+	}
+	s := openSessionWith(t, ups...)
+	// The script imports multiprocessing.queues at once and defines its
+	// functions 1.5 s later: the gets' function is found first.
+	pid := startScript(t, python, "pycalls.py", filepath.Join(t.TempDir(), "calls.jsonl"), "--define-late", "1.5", "--start-delay", "2.5")
+	time.Sleep(300 * time.Millisecond)
+	if _, err := s.Attach(pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runFor(t, s, 3500*time.Millisecond); err != nil && !strings.Contains(err.Error(), "exited") {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ws := s.targets[pid].pyCalls
+	if w := ws[ups[0].ID]; w == nil || w.fn == nil || !w.anchorable {
+		t.Errorf("Queue.get no longer to be timed by its anchors once the user's functions were watched: %+v", w)
+	}
+	for _, u := range ups[1:] {
+		if w := ws[u.ID]; w == nil || w.fn == nil || len(w.events) == 0 {
+			t.Errorf("%s not watched: %+v", u.Spec(), w)
+		}
+	}
+}

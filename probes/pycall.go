@@ -79,12 +79,32 @@ type pyCallWatch struct {
 	anchorPlaces []Placement
 }
 
-// sites are the debug registers the function takes in a watched thread.
+// sites are the debug registers the function takes in a watched thread:
+// none while its native anchors time it, or will once a thread waits in it.
 func (w *pyCallWatch) sites() int {
-	if w.fn == nil || w.anchors != nil {
+	if w.fn == nil || w.anchors != nil || w.anchorable {
 		return 0
 	}
 	return 1 + len(w.fn.Returns)
+}
+
+// freeRegisters makes sure need debug registers are left in t's threads
+// for w beside the other functions', taking gpuprof's own from them
+// where w is the user's: theirs come first.
+func (s *Session) freeRegisters(t *target, w *pyCallWatch, need int) error {
+	used := 0
+	for _, o := range t.pyCalls {
+		if o != w {
+			used += o.sites()
+		}
+	}
+	if used+need > debugRegisters && !w.probe.Default {
+		used -= s.yieldDefaults(t, used+need-debugRegisters)
+	}
+	if used+need > debugRegisters {
+		return errNoRegisters{need, debugRegisters - used}
+	}
+	return nil
 }
 
 // watchPythonCalls finds the Python functions the user named in t and
@@ -174,17 +194,14 @@ func (s *Session) watchPythonCall(t *target, w *pyCallWatch, module, qualname st
 	if err != nil {
 		return err
 	}
-	used := 0
-	for _, o := range t.pyCalls {
-		used += o.sites()
-	}
-	need := 1 + len(fn.Returns)
-	if used+need > debugRegisters && !w.probe.Default {
-		used -= s.yieldDefaults(t, used+need-debugRegisters)
-	}
-	if used+need > debugRegisters {
-		w.finished = true
-		return errNoRegisters{need, debugRegisters - used}
+	// A function with native anchors takes no debug register unless they
+	// are not found: its registers are counted then (anchorOrWatch).
+	anchorable := NativeAnchors(module, qualname) != nil && !s.noAnchors
+	if !anchorable {
+		if err := s.freeRegisters(t, w, 1+len(fn.Returns)); err != nil {
+			w.finished = true
+			return err
+		}
 	}
 	sites := map[uint64]bpf.PySite{fn.Entry: {Api: w.probe.ID, Resume: boolByte(fn.EntryIsResume)}}
 	for _, r := range fn.Returns {
@@ -195,10 +212,17 @@ func (s *Session) watchPythonCall(t *target, w *pyCallWatch, module, qualname st
 			return fmt.Errorf("BPF map py_sites: %w", err)
 		}
 	}
-	w.fn, w.threads, w.lazy = fn, map[int]bool{}, w.probe.Default
-	w.anchorable = NativeAnchors(module, qualname) != nil && !s.noAnchors
-	if w.anchorable && !w.lazy && s.anchorOrWatch(t, w) {
-		return nil
+	w.fn, w.threads, w.lazy, w.anchorable = fn, map[int]bool{}, w.probe.Default, anchorable
+	if w.anchorable && !w.lazy {
+		anchored, err := s.anchorOrWatch(t, w)
+		if err != nil {
+			w.finished = true
+			s.unwatchPythonCall(t, w)
+			return err
+		}
+		if anchored {
+			return nil
+		}
 	}
 	if w.lazy {
 		// The threads seen waiting in it before it was found now, later
@@ -274,8 +298,19 @@ func (t *target) noteWaitedIn(tid int, frames []events.PyFrame) {
 // none: a start with no return would time nothing. A thread is tried
 // once.
 func (s *Session) watchThread(t *target, w *pyCallWatch, tid int) {
-	if w.anchors != nil || (w.anchorable && s.anchorOrWatch(t, w)) {
+	if w.anchors != nil {
 		return
+	}
+	if w.anchorable {
+		anchored, err := s.anchorOrWatch(t, w)
+		if err != nil {
+			s.cfg.Log.Debug("Python function not watched", "pid", t.pid, "probe", w.probe.Spec(), "why", err)
+			s.unwatchPythonCall(t, w)
+			return
+		}
+		if anchored {
+			return
+		}
 	}
 	w.threads[tid] = true
 	var fds []int

@@ -31,7 +31,8 @@ type loggedCall struct {
 // recursive function counts its outermost calls; calls that raise are not
 // timed. Each attach watches at most four sites (x86's debug registers):
 // functions the user names found after attach's whole gets (which the
-// script imports first, "late") take their registers.
+// script imports first, "late") have all four, the gets' native anchors
+// taking none.
 func TestPythonFunctionProbes(t *testing.T) {
 	testenv.RequireRoot(t)
 	runs := [][]string{

@@ -11,9 +11,9 @@ a call to time); a function that raises every third call (those calls
 are not logged, and not to be timed); and a worker thread started after
 the start delay, calling the module-level function too. --define-late S
 imports multiprocessing.queues at once (what attach watches by itself)
-and defines the functions S seconds later: a function named with --probe
-found after gpuprof's own is watched, which takes gpuprof's debug
-registers.
+and defines the functions S seconds later: functions named with --probe
+found after gpuprof's own are watched with all four debug registers, the
+gets' native anchors taking none.
 """
 import argparse, json, threading, time
 
