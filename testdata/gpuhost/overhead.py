@@ -203,6 +203,33 @@ def proc_cpu(pid):
     return now, st[0] + st[1], st[2]
 
 
+def cpu_list(spec):
+    """CPUs of a taskset list ("0-15,24"); empty: all of this machine's."""
+    if not spec:
+        return set(range(os.cpu_count()))
+    out = set()
+    for part in spec.split(","):
+        a, _, b = part.partition("-")
+        out |= set(range(int(a), int(b or a) + 1))
+    return out
+
+
+JOB_CPUS = cpu_list(args.job_cpus)
+
+
+def job_steal():
+    """(monotonic ns, seconds of steal so far summed over the job's CPUs):
+    time the hypervisor ran something else while one of them wanted to
+    run, which gpuprof (on CPUs of its own) cannot move."""
+    now, total = time.monotonic_ns(), 0
+    with open("/proc/stat") as f:
+        for line in f:
+            head, *cols = line.split()
+            if head.startswith("cpu") and head[3:].isdigit() and int(head[3:]) in JOB_CPUS and len(cols) > 7:
+                total += int(cols[7])
+    return now, total / tick
+
+
 def children_cpu():
     r = os.times()
     return r.children_user + r.children_system
@@ -230,6 +257,7 @@ if pipe.poll() is not None:
 
 spans = []  # (config or "off", start_ns, end_ns, job (user, sys) seconds, gpuprof cpu seconds, truth process samples)
 ends = []  # each window's nominal end: an "on" window runs on while gpuprof detaches
+steals = []  # each window's job_steal() at the start and end of its steady part
 logger = truth_proc()
 
 
@@ -256,10 +284,12 @@ def window(name, flags):
             r = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     # The truth process's CPU and switches over the steady part of the
     # window: from --learn s in (an off window: 0.5 s) to 0.5 s before its end.
-    samples = []
+    samples, steal = [], []
     for at in (LEARN if flags is not None else 0.5, secs_ - 0.5):
         time.sleep(max(0.0, t0 / 1e9 + at - time.monotonic_ns() / 1e9))
         samples.append(proc_cpu(logger))
+        steal.append(job_steal())
+    steals.append(steal)
     if r is None:
         time.sleep(max(0.0, t0 / 1e9 + secs_ - time.monotonic_ns() / 1e9))
     else:
@@ -284,6 +314,7 @@ except Stop:
     while spans and spans[-1][0] != "off":
         spans.pop()  # an "on" window is measured against the "off" after it
         ends.pop()
+        steals.pop()
 finally:
     for p in (pipe, witness):
         if p:
@@ -326,9 +357,18 @@ def step_rate(ends):
     return (len(ends) - 1) / ((ends[-1] - ends[0]) / 1e9) if len(ends) > 2 else float("nan")
 
 
+def cpu_available(steal):
+    """The share of the job's CPUs' time the hypervisor left them over a
+    window's steady part (1 less their steal), nan where unknown."""
+    (t0, s0), (t1, s1) = steal
+    if t1 <= t0:
+        return float("nan")
+    return 1 - (s1 - s0) / ((t1 - t0) / 1e9 * len(JOB_CPUS))
+
+
 def measure(skip_on):
     stats = []
-    for (name, a, b, cpu, own, _), end in zip(spans, ends):
+    for (name, a, b, cpu, own, _), end, steal in zip(spans, ends, steals):
         # Up to the window's nominal end: an "on" window's gpuprof then
         # detaches, which is no steady state (it is reported apart).
         a, b = a + int((skip_on if name != "off" else 0.5) * 1e9), min(b, end) - 500_000_000
@@ -337,7 +377,7 @@ def measure(skip_on):
         st = statistics.median(r["step_time"] for r in sel) if sel else float("nan")
         compute = [r["compute_time"] for r in sel if isinstance(r.get("compute_time"), (int, float))]
         stats.append((name, rate, st, field_medians(sel), statistics.fmean(compute) if compute else float("nan"),
-                      witness_period(a, b)))
+                      witness_period(a, b), cpu_available(steal)))
     return stats
 
 
@@ -377,11 +417,12 @@ def print_floor(stats, col, what):
         print(f"  noise floor{what} (off vs off): median {pct(statistics.median(null))}, 95% CI {pct(lo)}..{pct(hi)}")
 
 
-for (name, a, b, (user, sys_, switches), own, _), (_, rate, st, *_) in zip(spans, measure(0.5)):
+for (name, a, b, (user, sys_, switches), own, _), (_, rate, st, *_, avail) in zip(spans, measure(0.5)):
     wall = (b - a) / 1e9
     gp = f"  gpuprof cpu {own / wall * 100:5.1f}%" if name != "off" else ""
     print(f"{name:>10s} {rate:8.2f} steps/s  median step_time {st * 1e3:7.3f} ms  "
-          f"job cpu user {user / wall:5.2f} sys {sys_ / wall:5.2f} cores  {switches / wall:8.0f} switches/s{gp}")
+          f"job cpu user {user / wall:5.2f} sys {sys_ / wall:5.2f} cores  {switches / wall:8.0f} switches/s  "
+          f"steal {(1 - avail) * 100:5.2f}%{gp}")
 detach = [(b - end) / 1e9 for (name, a, b, *_), end in zip(spans, ends) if name != "off"]
 if detach:
     print(f"gpuprof exited {statistics.median(detach):.2f} s after an on window's end (median; max {max(detach):.2f} s): "
@@ -394,7 +435,7 @@ for label, skip in (("whole", 0.5), ("steady", LEARN)):
     stats = measure(skip)
     # Each window's period, mean compute time and witness period, for the
     # fits at equal compute time and witness speed (ovhstats.py).
-    periods = [(w[0], 1 / w[1] if w[1] > 0 else float("nan"), w[4], w[5]) for w in stats]
+    periods = [(w[0], 1 / w[1] if w[1] > 0 else float("nan"), w[4], w[5], w[6]) for w in stats]
     if label == "steady":
         steady_periods = periods
     for name, flags in configs:
@@ -512,8 +553,10 @@ def profile(name, slope=None, col=2, bin_s=1.0):
             if slope is not None:
                 if col == 2:
                     cov = statistics.fmean(r.get("compute_time", off_cov) for r in in_bin)
-                else:
+                elif col == 3:
                     cov = witness_period(lo, hi)
+                else:
+                    cov = stats[i][col + 2]  # steal: sampled a window at a time
                 # y = a + b x at the bin: its period ratio less b x.
                 x = 1 / (1 / x - slope * (cov / off_cov - 1))
             if x == x:
@@ -540,7 +583,8 @@ if args.save:
                    # end of each step logged.
                    "windows": [(n, a, b, e) for (n, a, b, *_), e in zip(spans, ends)],
                    # The steady part's (name, period, mean compute time,
-                   # witness period) of each window, for overhead_pool.py.
+                   # witness period, the job's CPUs' share left by the
+                   # hypervisor) of each window, for overhead_pool.py.
                    "steady_periods": steady_periods,
                    "step_ends": [r["t_end_ns"] for r in rows if "t_end_ns" in r],
                    "step_compute": [r.get("compute_time") for r in rows if "t_end_ns" in r],

@@ -26,6 +26,12 @@ host takes for that work. The host is a VM, and the autograd thread's CPU
 time for the same work a step moved by 30% from window to window with
 gpuprof off: the host's CPU speed is the likelier source of the job's
 drift. The same fit, with the witness's period as x.
+
+A third is the steal time of the job's own CPUs (/proc/stat): the time
+the hypervisor ran something else while those CPUs had work. The witness
+sees the host from one CPU apart; steal is charged where the job runs.
+The fit is the same, with the share of the job's CPUs' time left to them
+(1 less the steal) as x.
 """
 import random
 import statistics
@@ -55,7 +61,8 @@ def pairs(windows, name, col=2):
     """Each of name's windows against the mean of the "off" windows on
     either side: ((period, covariate) of it, (period, covariate) of the off
     mean). windows: (name, period s, covariate...) in run order, col the
-    covariate's index (2: mean compute time, 3: the witness's period); a
+    covariate's index (2: mean compute time, 3: the witness's period, 4:
+    the share of the job's CPUs' time the hypervisor left them); a
     window with either missing (nan or None) is left out."""
     out = []
     for i, w in enumerate(windows):
@@ -102,7 +109,7 @@ def adjusted(ps, n=2000):
     return 1 / (1 + f[0]), (boots[int(0.025 * len(boots))], boots[int(0.975 * len(boots))]), f[1]
 
 
-COVARIATES = {2: "compute time", 3: "witness speed"}
+COVARIATES = {2: "compute time", 3: "witness speed", 4: "steal on the job's CPUs"}
 
 
 def adjusted_line(label, ps, col=2):
