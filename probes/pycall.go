@@ -158,6 +158,10 @@ func (s *Session) watchPythonCalls(t *target) {
 			s.cfg.Log.Log(context.Background(), level, "timing Python function by native anchors", "pid", t.pid, "probe", u.Spec())
 			continue
 		}
+		if w.anchorable {
+			s.cfg.Log.Log(context.Background(), level, "Python function found: its native anchors go in once a thread waits in it", "pid", t.pid, "probe", u.Spec())
+			continue
+		}
 		s.cfg.Log.Log(context.Background(), level, "watching Python function", "pid", t.pid, "probe", u.Spec(),
 			"returns", len(w.fn.Returns), "threads", len(w.threads), "lazy", w.lazy)
 	}
