@@ -197,7 +197,9 @@ func TestWholeGetsWatchOnlyWaitingThreads(t *testing.T) {
 	}
 	u := wholeGetsProbe(t, "multiprocessing.queues:Queue.get")
 	s := openSessionWith(t, u)
-	s.noAnchors = true // as where Queue.get's native anchors are not found
+	// Queue.get's last native anchor, a C loads, is not there: the get
+	// falls back to watchpoints once a thread is seen waiting in it.
+	t.Setenv("MP_WAITS_PURE_PICKLE", "1")
 	pid := startScript(t, python, "mp_waits.py", "400", "0.01", "0.3", filepath.Join(t.TempDir(), "waits.jsonl"), "3")
 	if _, err := s.Attach(pid); err != nil {
 		t.Fatal(err)
@@ -211,6 +213,9 @@ func TestWholeGetsWatchOnlyWaitingThreads(t *testing.T) {
 	s.mu.Unlock()
 	if w == nil || w.fn == nil {
 		t.Fatalf("Queue.get not watched: %+v", w)
+	}
+	if w.anchors != nil || w.anchorable {
+		t.Fatalf("Queue.get timed by native anchors with pickle's Python loads: %+v", w)
 	}
 	if len(w.threads) != 1 || !w.threads[pid] {
 		t.Errorf("threads watched %v, want the main thread %d only", w.threads, pid)

@@ -6,9 +6,16 @@ producer process, logging its own waits like queue_waits.py.
 IDLE_THREADS threads wait on an Event meanwhile (waits, but in no get).
 Gets wait up to TIMEOUT_S (default 10), or with none as long as it takes:
 q.get(), which takes the queue's lock by `with`, where a timeout takes it
-by acquire.
+by acquire. With MP_WAITS_PURE_PICKLE set in the environment, pickle is
+its Python implementation.
 """
-import json, multiprocessing as mp, sys, threading, time
+import json, os, sys
+
+if os.environ.get("MP_WAITS_PURE_PICKLE"):
+    # pickle's Python implementation: no C loads for a get's native
+    # anchors, which then fall back to watchpoints.
+    sys.modules["_pickle"] = None
+import multiprocessing as mp, threading, time
 
 
 def produce(q, gets, pause):
