@@ -29,17 +29,21 @@ maps() {
 # The truth log's clock (CLOCK_MONOTONIC), not date's.
 mono() { python3 -c 'import time; print(time.monotonic_ns())'; }
 mark() { echo "$1 $(mono)" >>"$out/marks.txt"; }
-maps before
-sleep 10
-for c in "$@"; do
-	name=${c%%=*}
-	flags=${c#*=}
+# config NAME=FLAGS sets name, flags and g, the binary (@bin=PATH in FLAGS).
+config() {
+	name=${1%%=*}
+	flags=${1#*=}
 	g=bin/gpuprof
 	if [[ $flags == *@bin=* ]]; then
 		g=${flags##*@bin=}
 		g=${g%% *}
 		flags=${flags/@bin=$g/}
 	fi
+}
+maps before
+sleep 10
+for c in "$@"; do
+	config "$c"
 	mark "on-$name"
 	GPUPROF_LOG=DEBUG "$g" attach --pid "$jpid" -d 15s --probe-stats $flags >"$out/$name.out" 2>"$out/$name.log" &
 	sleep 10
@@ -88,14 +92,7 @@ lpid=$!
 : >"$out/loopmarks.txt"
 sleep 8
 for c in "$@"; do
-	name=${c%%=*}
-	flags=${c#*=}
-	g=bin/gpuprof
-	if [[ $flags == *@bin=* ]]; then
-		g=${flags##*@bin=}
-		g=${g%% *}
-		flags=${flags/@bin=$g/}
-	fi
+	config "$c"
 	echo "on-$name $(mono)" >>"$out/loopmarks.txt"
 	GPUPROF_LOG=DEBUG "$g" attach -q --pid "$lpid" -d 10s $flags >/dev/null 2>"$out/$name.loop.log"
 	echo "off-$name $(mono)" >>"$out/loopmarks.txt"
