@@ -56,6 +56,9 @@ also measured on its own in the steady part of each window: its CPU time
 by the threads that launch its work, a probe's cost is CPU time of those
 threads, so the CPU a step moves with what gpuprof adds to the job and
 far less with the pace of the rest of the job than the step rate does.
+The same is given by thread name, user and system time apart: a probe's
+trap and BPF program are system time of the thread that hit it, where a
+thread spinning in a CUDA sync adds user time as the step grows.
 
 --witness CMD runs a CPU-speed witness beside the job (witness.c: a line
 a piece of fixed work; {out} is its file): each window's steady part then
@@ -169,6 +172,23 @@ def proc_stat(pid):
     return int(fields[11]) / tick, int(fields[12]) / tick, switches
 
 
+def thread_times(pid):
+    """One process's threads' (user, system) CPU seconds so far, summed by
+    thread name (threads of one name, a pool's, together); {} once gone."""
+    out = {}
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/stat") as f:
+                head, _, rest = f.read().rpartition(")")
+            fields = rest.split()
+            comm = head.partition("(")[2]
+            u, st = out.get(comm, (0.0, 0.0))
+            out[comm] = (u + int(fields[11]) / tick, st + int(fields[12]) / tick)
+    except OSError:
+        return {}
+    return out
+
+
 def job_cpu():
     """The job's user and system CPU seconds so far, and its threads'
     context switches (all its threads and processes running now)."""
@@ -258,6 +278,7 @@ if pipe.poll() is not None:
 spans = []  # (config or "off", start_ns, end_ns, job (user, sys) seconds, gpuprof cpu seconds, truth process samples)
 ends = []  # each window's nominal end: an "on" window runs on while gpuprof detaches
 steals = []  # each window's job_steal() at the start and end of its steady part
+thread_samples = []  # each window's thread_times(truth process) at the same two instants
 logger = truth_proc()
 
 
@@ -284,12 +305,14 @@ def window(name, flags):
             r = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     # The truth process's CPU and switches over the steady part of the
     # window: from --learn s in (an off window: 0.5 s) to 0.5 s before its end.
-    samples, steal = [], []
+    samples, steal, threads = [], [], []
     for at in (LEARN if flags is not None else 0.5, secs_ - 0.5):
         time.sleep(max(0.0, t0 / 1e9 + at - time.monotonic_ns() / 1e9))
         samples.append(proc_cpu(logger))
         steal.append(job_steal())
+        threads.append(thread_times(logger) if logger is not None else {})
     steals.append(steal)
+    thread_samples.append(threads[-2:])
     if r is None:
         time.sleep(max(0.0, t0 / 1e9 + secs_ - time.monotonic_ns() / 1e9))
     else:
@@ -315,6 +338,7 @@ except Stop:
         spans.pop()  # an "on" window is measured against the "off" after it
         ends.pop()
         steals.pop()
+        thread_samples.pop()
 finally:
     for p in (pipe, witness):
         if p:
@@ -506,6 +530,42 @@ def per_step():
     return out
 
 
+def print_threads():
+    """The truth process's CPU a step by thread name, user and system apart,
+    each configuration's on windows against the off windows either side
+    (ms a step, median over its windows). A uprobe's trap and BPF program
+    are system time of the thread that hit it, and a thread spinning in a
+    CUDA sync is user time: a thread's system time a step moves with the
+    probes it pays for, and little with the job's pace."""
+    per = []  # (name, {comm: (user ms, sys ms) a step})
+    for (name, _, _, _, _, samples), pair in zip(spans, thread_samples):
+        t0, t1 = samples[0][0], samples[1][0]
+        n = sum(1 for r in rows if t0 <= r["t_end_ns"] < t1)
+        a, b = pair if len(pair) == 2 else ({}, {})
+        per.append((name, {c: ((b[c][0] - a[c][0]) * 1e3 / n, (b[c][1] - a[c][1]) * 1e3 / n) for c in b if c in a and n}))
+    comms = sorted({c for _, d in per for c in d}, key=lambda c: -max(sum(d.get(c, (0, 0))) for _, d in per))
+    comms = [c for c in comms if max(sum(d.get(c, (0, 0))) for _, d in per) >= 0.05][:8]
+    if not comms:
+        return
+    print("  by thread (ms a step on less off, median over windows; user, then system):")
+    for name, flags in configs:
+        for c in comms:
+            parts = []
+            for k, what in ((0, "user"), (1, "sys")):
+                ds = []
+                for i, (n, d) in enumerate(per):
+                    if n != name or i == 0 or i + 1 >= len(per):
+                        continue
+                    l, r = per[i - 1][1].get(c), per[i + 1][1].get(c)
+                    if c in d and l and r:
+                        ds.append(d[c][k] - (l[k] + r[k]) / 2)
+                if len(ds) >= 2:
+                    lo, hi = ci(ds)
+                    parts.append(f"{what} {statistics.median(ds):+.3f} ({lo:+.3f}..{hi:+.3f})")
+            if parts:
+                print(f"    {name} {c}: " + ", ".join(parts))
+
+
 if logger is None:
     print(f"  no process of the job had {truth} open: its CPU a step is not measured")
 elif LEARN < secs - 0.5:
@@ -522,6 +582,7 @@ elif LEARN < secs - 0.5:
     for col, what in ((1, "CPU a step"), (2, "context switches a step")):
         print_floor(stats, col, f" of {what}")
     print("  " + "  ".join(f"{n} {c:.2f} ms {w:.0f} sw" for n, c, w in stats))
+    print_threads()
 
 
 def profile(name, slope=None, col=2, bin_s=1.0):
