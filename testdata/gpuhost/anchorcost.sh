@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU host: what do native anchors cost a DDP rank? Runs
-# multi_pipeline.py in compute mode and attaches in turn, 15 s each with
+# multi_pipeline.py in compute mode and attaches in turn, ATTACH_S (default
+# 15; 60 holds a launch on phase and the steady state around it) each with
 # 10 s off between: the configurations given (NAME=FLAGS; @bin=PATH picks
 # another binary), each with --probe-stats. Prints each window's median
 # step time from the truth log and, per configuration, the text mapping of
@@ -45,7 +46,7 @@ sleep 10
 for c in "$@"; do
 	config "$c"
 	mark "on-$name"
-	GPUPROF_LOG=DEBUG "$g" attach --pid "$jpid" -d 15s --probe-stats $flags >"$out/$name.out" 2>"$out/$name.log" &
+	GPUPROF_LOG=DEBUG "$g" attach --pid "$jpid" -d "${ATTACH_S:-15}s" --probe-stats $flags >"$out/$name.out" 2>"$out/$name.log" &
 	sleep 10
 	echo "== $name ($g $flags)"
 	maps during
