@@ -270,7 +270,8 @@ func (s *Session) watchWaitingThread(t *target, ev *events.Event) {
 		if w.pending() {
 			t.noteWaitedIn(tid, ev.Frames)
 		}
-		if w.lazy && w.fn != nil && !w.threads[tid] &&
+		// Anchored, a function is timed in every thread already.
+		if w.lazy && w.fn != nil && w.anchors == nil && !w.threads[tid] &&
 			slices.ContainsFunc(ev.Frames, func(f events.PyFrame) bool { return f.Code == w.fn.Code }) {
 			s.watchThread(t, w, tid)
 		}
