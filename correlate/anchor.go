@@ -35,6 +35,11 @@ func (a Anchor) MatchesDeviceCopies() bool {
 	return k.class == cudaapi.ClassCopy && (a.m.anyDir || k.dir == cudaapi.DirDtoD)
 }
 
+// MatchesRecords says whether event records are the boundary's calls:
+// such a job's records must stay probed at their functions
+// (probes/recordsites.go probes the others' at their readers' call sites).
+func (a Anchor) MatchesRecords() bool { return a.m.key.class == cudaapi.ClassRecord }
+
 // token is one call of a thread, reduced to what boundary finding needs.
 type token struct {
 	k    key

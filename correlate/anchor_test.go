@@ -21,3 +21,19 @@ func TestMatchesDeviceCopies(t *testing.T) {
 		}
 	}
 }
+
+func TestMatchesRecords(t *testing.T) {
+	for _, c := range []struct {
+		m    matcher
+		want bool
+	}{
+		{matcher{key: key{class: cudaapi.ClassRecord}}, true},
+		{matcher{key: key{class: cudaapi.ClassElapsed}}, false},
+		{matcher{key: key{class: cudaapi.ClassSync, sync: cudaapi.SyncStream}}, false},
+		{matcher{key: key{user: 1}}, false},
+	} {
+		if got := (Anchor{m: c.m}).MatchesRecords(); got != c.want {
+			t.Errorf("%v: %v, want %v", c.m, got, c.want)
+		}
+	}
+}

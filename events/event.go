@@ -87,7 +87,10 @@ type Event struct {
 
 	Args [5]uint64 // the first five integer arguments at entry
 	Ret  uint64    // the return value (a CUresult / cudaError_t)
-	Out  uint64    // a value read through an output pointer at return
+	// Out is a value read through an output pointer at return; for a call
+	// seen at entry only (an event record), its caller's return address,
+	// 0 where the probe sat on the call instruction (Caller).
+	Out uint64
 	// Pool is, for a call of the step thread once its sample pool is known,
 	// the pool's length + 1 as the call returned; 0: not read. PoolState is
 	// its append+pop counter + 1 (a queue.Queue's deque), 0: not read.
@@ -147,6 +150,10 @@ func (e *Event) Handle() uint64 {
 func (e *Event) Second() uint64 {
 	return cudaapi.Arg(e.Args, e.Desc().SecondArg)
 }
+
+// Caller is where an entry-only call (an event record) returns to in its
+// caller, 0 when not known (a probe on the call instruction itself).
+func (e *Event) Caller() uint64 { return e.Out }
 
 // Stream is the stream argument, 0 for the legacy default stream.
 func (e *Event) Stream() uint64 {

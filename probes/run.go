@@ -72,6 +72,7 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 			s.pools.sawBPFReadings(pidsWithPool(batch, &pooled), time.Now())
 		}
 		s.countTwins(batch)
+		s.watchRecords(batch)
 		if s.poolLearners.Load() > 0 {
 			s.expirePoolLearning(time.Now())
 		}

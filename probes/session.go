@@ -82,6 +82,9 @@ type Session struct {
 	// their pool is seen, until when (poollearn.go); under mu.
 	poolLearning map[int]time.Time
 	poolLearners atomic.Int32 // len(poolLearning), read with no lock
+	// recordWatches: processes whose event records may be probed at
+	// their readers' call sites only (recordsites.go); under mu.
+	recordWatches map[int]*recordWatch
 }
 
 type target struct {
@@ -107,6 +110,10 @@ type target struct {
 	// pyKeptNames are those pyKept holds so far.
 	pyLinks, pyKept     []link.Link
 	pyKeep, pyKeptNames pyProbeSet
+	// recordSites are the probes on the call sites of the event records
+	// the job reads, while its records' functions go unprobed
+	// (recordsites.go); under mu.
+	recordSites []link.Link
 }
 
 type attachedLib struct {
@@ -114,6 +121,12 @@ type attachedLib struct {
 	links  []link.Link            // calls and the loader hook
 	launch []link.Link            // launch counting and sampled calls (sampling.go), attached only while launches are counted
 	twins  map[string][]link.Link // calls the runtime and driver share, by group, until decided (twins.go)
+	// records are the runtime's event-record probes once the runtime
+	// times the event calls, apart so that they can go while the records
+	// are probed at their call sites (recordsites.go); recordPlan brings
+	// them back.
+	records    []link.Link
+	recordPlan LibraryPlan
 }
 
 // close detaches everything attached in the library.
@@ -123,11 +136,11 @@ func (l *attachedLib) close() error {
 
 // take returns every link attached in the library, and forgets them.
 func (l *attachedLib) take() []link.Link {
-	all := slices.Concat(l.links, l.launch)
+	all := slices.Concat(l.links, l.launch, l.records)
 	for _, tl := range l.twins {
 		all = append(all, tl...)
 	}
-	l.links, l.launch, l.twins = nil, nil, nil
+	l.links, l.launch, l.twins, l.records = nil, nil, nil, nil
 	return all
 }
 
@@ -165,7 +178,7 @@ func Open(cfg Config) (*Session, error) {
 		return nil, fmt.Errorf("open ring buffer: %w", err)
 	}
 	sess := &Session{cfg: cfg, objs: objs, reader: rd, closer: newBackgroundCloser(), targets: map[int]*target{}, twinCalls: map[int]twinCounts{},
-		twinLayers: map[int]map[string]twinLayer{}}
+		twinLayers: map[int]map[string]twinLayer{}, recordWatches: map[int]*recordWatch{}}
 	if !cfg.NoPython {
 		sess.pools = newPoolWatch(func(pid uint32, p bpfPool) error {
 			if p.addr == 0 {
@@ -352,6 +365,7 @@ func (s *Session) Detach(pid int) error {
 	delete(s.targets, pid)
 	delete(s.twinCalls, pid)
 	delete(s.twinLayers, pid)
+	delete(s.recordWatches, pid)
 	if _, ok := s.poolLearning[pid]; ok {
 		delete(s.poolLearning, pid)
 		s.setPoolLearning(pid, false)
@@ -366,8 +380,8 @@ func (s *Session) Detach(pid int) error {
 		links = append(links, l.take()...)
 	}
 	s.mu.Lock()
-	links = slices.Concat(links, t.pyLinks, t.pyKept)
-	t.pyLinks, t.pyKept = nil, nil
+	links = slices.Concat(links, t.pyLinks, t.pyKept, t.recordSites)
+	t.pyLinks, t.pyKept, t.recordSites = nil, nil, nil
 	s.mu.Unlock()
 	// All at once: the target is let go of, its events no longer matter.
 	errs := []error{closeAtOnce(links)}

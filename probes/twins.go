@@ -1,6 +1,8 @@
 package probes
 
 import (
+	"slices"
+
 	"github.com/cilium/ebpf/link"
 
 	"github.com/gpuprof/gpuprof/cudaapi"
@@ -60,6 +62,10 @@ const (
 	twinCopies = "copies"
 	twinSyncs  = "syncs"
 	twinEvents = "event calls" // records and elapsed-time reads
+	// twinRecordLinks holds, in attachedLib.twins, the event calls' record
+	// probes apart from their other probes: decided with them, kept apart
+	// (attachedLib.records) where the runtime keeps them.
+	twinRecordLinks = "event records"
 )
 
 // twinGroup is the kind of call a driver entry point shares with the
@@ -278,13 +284,45 @@ func settleTwins(t *target, g string, keep twinLayer) (gone []link.Link) {
 			continue
 		}
 		delete(l.twins, g)
+		var rs []link.Link
+		if g == twinEvents {
+			rs = l.twins[twinRecordLinks]
+			delete(l.twins, twinRecordLinks)
+		}
 		if keepsTwins(l.plan.Layer, keep) {
 			l.links = append(l.links, ls...)
+			l.keepRecords(rs)
 		} else {
-			gone = append(gone, ls...)
+			gone = append(gone, slices.Concat(ls, rs)...)
 		}
 	}
 	return gone
+}
+
+// splitRecords separates a twin group's event records from its other
+// probes.
+func splitRecords(tp LibraryPlan) (rest, records LibraryPlan) {
+	rest, records = tp, tp
+	rest.Probes, records.Probes = nil, nil
+	for _, p := range tp.Probes {
+		if p.API.Class == cudaapi.ClassRecord {
+			records.Probes = append(records.Probes, p)
+		} else {
+			rest.Probes = append(rest.Probes, p)
+		}
+	}
+	return rest, records
+}
+
+// keepRecords keeps a library's event-record probes for good: apart where
+// the runtime times the records, so that their call sites may take over
+// (recordsites.go).
+func (l *attachedLib) keepRecords(rs []link.Link) {
+	if l.plan.Layer == cudaapi.LayerRuntime {
+		l.records = append(l.records, rs...)
+	} else {
+		l.links = append(l.links, rs...)
+	}
 }
 
 // keepsTwins says whether a library of this layer keeps a group's probes
@@ -359,19 +397,33 @@ func (s *Session) attachTwins(t *target, lib *attachedLib, twins map[string]Libr
 		if layer != twinUndecided && !keepsTwins(tp.Layer, layer) {
 			continue
 		}
-		ls, err := attachPrograms(s.objs, t.pid, tp, callPrograms...)
+		rest, records := splitRecords(tp)
+		ls, err := attachPrograms(s.objs, t.pid, rest, callPrograms...)
 		if err != nil {
 			lib.close()
 			return err
 		}
+		rs, err := attachPrograms(s.objs, t.pid, records, ProgInstant)
+		if err != nil {
+			closeLinks(ls)
+			lib.close()
+			return err
+		}
+		if len(records.Probes) > 0 && tp.Layer == cudaapi.LayerRuntime {
+			lib.recordPlan = records
+		}
 		if layer != twinUndecided {
 			lib.links = append(lib.links, ls...)
+			lib.keepRecords(rs)
 			continue
 		}
 		if lib.twins == nil {
 			lib.twins = map[string][]link.Link{}
 		}
 		lib.twins[g] = ls
+		if len(rs) > 0 {
+			lib.twins[twinRecordLinks] = rs
+		}
 		s.mu.Lock()
 		if s.twinCalls[t.pid] == nil {
 			s.twinCalls[t.pid] = twinCounts{}

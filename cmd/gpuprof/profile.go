@@ -35,16 +35,19 @@ type profileFlags struct {
 	noCalls    bool
 	noPython   bool
 	wholeGets  bool
-	poolEvery  time.Duration
-	probeStats bool
-	rescan     time.Duration
-	quiet      bool
-	preset     string
-	probeSpecs []string
-	batchSize  int
-	children   bool
-	normalPrio bool
-	gpu        gpuFlags
+	// recordSites: records probed at their readers' call sites once
+	// steps are found (probes/recordsites.go).
+	recordSites bool
+	poolEvery   time.Duration
+	probeStats  bool
+	rescan      time.Duration
+	quiet       bool
+	preset      string
+	probeSpecs  []string
+	batchSize   int
+	children    bool
+	normalPrio  bool
+	gpu         gpuFlags
 
 	// parsed from preset and probeSpecs
 	user  []probes.UserProbe
@@ -62,6 +65,7 @@ func (f *profileFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.noCalls, "no-calls", false, "do not probe CUDA calls (syncs, copies, events, memory); with --no-launches only the loader hook stays, for measuring gpuprof's own cost")
 	fs.BoolVar(&f.noPython, "no-python", false, "do not time Python lock waits (queue gets, events)")
 	fs.BoolVar(&f.wholeGets, "whole-gets", true, "time multiprocessing queue gets whole (uprobes on the C functions a get calls first and last: its lock and the unpickling; where those are not found, a hardware watchpoint, two debug traps a get), so that unpickling what was got, and rebuilding a shared tensor, counts as the wait; --whole-gets=false times only their blocking")
+	fs.BoolVar(&f.recordSites, "record-sites", true, "once steps are found, probe CUDA event records only at the call sites whose events the job reads (elapsed-time reads), so that a library's own records (DDP's and NCCL's, ~50 a DDP step) trap no more; false probes every record")
 	fs.DurationVar(&f.rescan, "rescan-interval", probes.DefaultConfig().Rescan, "how often the targets' memory maps are re-read for new CUDA libraries, besides when the loader says one was opened")
 	fs.DurationVar(&f.poolEvery, "pool-interval", probes.DefaultConfig().PoolInterval, "how often the sample pool's length is polled from the job's memory while the BPF programs are not reading it at the job's call returns")
 	fs.StringArrayVar(&f.probeSpecs, "probe", nil, "time a function: ROLE=LIB:SYMBOL (native; LIB part of the library's path, SYMBOL a C++ name or a symbol) or ROLE=py:MODULE:QUALNAME (Python 3.10-3.13, hardware watchpoints: two debug traps a call; multiprocessing's queue gets by uprobes); ROLE one of dispatch, data, fetch, compute, infer, step, get (a whole get: a wait of the kind of the waits inside it) (repeat for several)")
@@ -183,6 +187,9 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		if first && f.launchDuty < 1 && !a.MatchesDeviceCopies() {
 			period, on := launchCycle(f.launchDuty)
 			sess.SampleLaunches(int(a.PID), period, on)
+		}
+		if first && f.recordSites && !a.MatchesRecords() {
+			sess.NarrowRecords(int(a.PID))
 		}
 	}
 	st.onWaits = newWaitKeeper(sess, slog.Default()).need

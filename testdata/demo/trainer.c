@@ -13,7 +13,10 @@
  * threads keep streams of their own busy, as NCCL or prefetch threads do.
  * --direct-records N adds N event records a step made straight to the
  * driver, as NCCL's own statically linked runtime makes around each
- * collective.
+ * collective. --library-records N adds N records a step made through the
+ * runtime from a call site of their own and never read, as DDP's and
+ * NCCL's are; from step --read-library-from on, the loop also reads the
+ * elapsed time between two of them (a job that begins timing something new).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -83,6 +86,8 @@ struct options {
 	int kernels;
 	int events; /* --timing events (1) or none (0) */
 	int direct_records;
+	int library_records;
+	int read_library_from; /* -1: never */
 };
 
 static const char usage[] =
@@ -90,6 +95,7 @@ static const char usage[] =
 	"                    [--load-delay S] [--thread-delay S] [--engines K] [--data-ms F]\n"
 	"                    [--compute-ms F] [--kernels N] [--timing events|none]\n"
 	"                    [--step-pause-ms F] [--direct-records N]\n"
+	"                    [--library-records N] [--read-library-from STEP]\n"
 	"Order: sleep --load-delay, load the libraries, allocate and start the engine\n"
 	"threads, sleep --thread-delay, start the training thread, which sleeps\n"
 	"--start-delay and then runs the steps.\n";
@@ -131,13 +137,16 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{"timing", required_argument, NULL, 't'},
 		{"step-pause-ms", required_argument, NULL, 'p'},
 		{"direct-records", required_argument, NULL, 'r'},
+		{"library-records", required_argument, NULL, 'R'},
+		{"read-library-from", required_argument, NULL, 'F'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	int c;
 
 	*o = (struct options){.steps = 200, .truth = "demo-truth.jsonl", .engines = 2,
-			      .data_ms = 3, .compute_ms = 6, .kernels = 40, .events = 1};
+			      .data_ms = 3, .compute_ms = 6, .kernels = 40, .events = 1,
+			      .read_library_from = -1};
 	opterr = 0; /* report errors ourselves, on one line */
 	while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
 		const char *name = longopts[0].name;
@@ -159,6 +168,8 @@ static void parse_options(int argc, char **argv, struct options *o)
 		case 'k': o->kernels = parse_int(name, optarg, 0, 1000000); break;
 		case 'p': o->step_pause_ms = parse_num(name, optarg, 0, 1e6); break;
 		case 'r': o->direct_records = parse_int(name, optarg, 0, 1000000); break;
+		case 'R': o->library_records = parse_int(name, optarg, 0, 1000000); break;
+		case 'F': o->read_library_from = parse_int(name, optarg, 0, INT_MAX); break;
 		case 't':
 			if (strcmp(optarg, "events") != 0 && strcmp(optarg, "none") != 0)
 				fail(2, "bad value for --timing: '%s' (want events or none)",
@@ -181,7 +192,8 @@ static void parse_options(int argc, char **argv, struct options *o)
 	X(cudaSetDevice) X(cudaStreamCreate) X(cudaStreamDestroy) X(cudaMalloc) X(cudaFree) \
 	X(cudaMallocHost) X(cudaFreeHost) X(cudaLaunchKernel) X(cudaMemcpyAsync)            \
 	X(cudaStreamSynchronize) X(cudaEventCreate) X(cudaEventDestroy)                     \
-	X(cudaEventRecordWithFlags) X(cudaEventElapsedTime) X(cudaDeviceSynchronize)
+	X(cudaEventRecordWithFlags) X(cudaEventElapsedTime) X(cudaDeviceSynchronize)       \
+	X(cudaEventRecord)
 #define DRIVER_FUNCS(X) \
 	X(cuModuleGetFunction) X(cuLaunchKernelEx) X(cuEventCreate) X(cuEventRecord)
 
@@ -277,6 +289,7 @@ struct trainer {
 	cudaStream_t stream;
 	cudaEvent_t begin, end;
 	CUevent collective; /* recorded straight to the driver (--direct-records) */
+	cudaEvent_t library[2]; /* a library's own (--library-records) */
 	void *dev_in[2], *host_in[2], *dev_loss, *host_loss;
 	CUfunction gemm; /* looked up through the driver, as cuBLAS does */
 	struct engine *engines;
@@ -299,6 +312,8 @@ static void setup(struct trainer *t)
 	CHECK(cu.cudaEventCreate(&t->begin));
 	CHECK(cu.cudaEventCreate(&t->end));
 	CHECK(cu.cuEventCreate(&t->collective, 0));
+	CHECK(cu.cudaEventCreate(&t->library[0]));
+	CHECK(cu.cudaEventCreate(&t->library[1]));
 
 	t->engines = calloc((size_t)t->o->engines + 1, sizeof(*t->engines));
 	if (t->engines == NULL)
@@ -373,6 +388,15 @@ static uint64_t launch_compute(struct trainer *t)
 	return queued_ns;
 }
 
+/* A library's own records, from a call site of their own (noinline). */
+static __attribute__((noinline)) void library_records(struct trainer *t, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		CHECK(cu.cudaEventRecord(t->library[i % 2], t->stream));
+}
+
 static void train_step(struct trainer *t, int step)
 {
 	const struct options *o = t->o;
@@ -392,6 +416,7 @@ static void train_step(struct trainer *t, int step)
 	queued_ns = launch_compute(t);
 	for (i = 0; i < o->direct_records; i++)
 		CHECK(cu.cuEventRecord(t->collective, (CUstream)t->stream));
+	library_records(t, o->library_records);
 	if (o->events)
 		CHECK(cu.cudaEventRecordWithFlags(t->end, t->stream, 0));
 	CHECK(cu.cudaMemcpyAsync(t->host_loss, t->dev_loss, LOSS_BYTES, cudaMemcpyDeviceToHost,
@@ -403,6 +428,9 @@ static void train_step(struct trainer *t, int step)
 
 		CHECK(cu.cudaEventElapsedTime(&ms, t->begin, t->end));
 		compute_s = ms / 1e3;
+		if (o->read_library_from >= 0 && step >= o->read_library_from &&
+		    o->library_records >= 2)
+			CHECK(cu.cudaEventElapsedTime(&ms, t->library[0], t->library[1]));
 	} else {
 		compute_s = queued_ns / 1e9; /* what the GPU was given to do */
 	}

@@ -1,0 +1,334 @@
+package probes
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cilium/ebpf/link"
+
+	"github.com/gpuprof/gpuprof/cudaapi"
+	"github.com/gpuprof/gpuprof/events"
+)
+
+// Record sites. Most of a training job's CUDA event records are its
+// libraries' own: on each H200 DDP rank, ~51 a step on the thread that
+// launches the backward pass (DDP's and NCCL's, through the CUDA runtime),
+// against the two a loop timing itself records (README). None of them is
+// read: they are waited on by streams and polled by NCCL's watchdog. Yet
+// each traps where the runtime's record functions are probed, ~0.1 ms of
+// that thread's time a step. A record matters to the correlator only as
+// half of an elapsed-time reading (its time says where the reading's span
+// began), or as the step boundary, which the caller rules out
+// (NarrowRecords).
+//
+// So once steps are found the record probes note their callers (the
+// return address, Event.Caller), the elapsed-time reads say which callers'
+// events they read, and after recordLearn the records' functions go
+// unprobed: probes on the call instructions of those callers take over,
+// each checked to call the record function (straight, through its PLT
+// stub or through a pointer in memory). Torch's Python binding
+// (torch.cuda.Event.record) calls the runtime from a call site of its
+// own, DDP and NCCL from theirs. A job that reads none keeps no record
+// probe. An elapsed-time read of an event no site recorded brings the
+// functions' probes back (the job began timing something new), for good
+// after recordWidenings of those.
+const (
+	recordLearn = 3 * time.Second
+	// recordEvidence: records seen in that time, at the least.
+	recordEvidence = 200
+	// recordReads: elapsed-time reads whose records were both seen, at
+	// the least, where the job reads any.
+	recordReads = 2
+	// recordSaving: narrow only where at least 1 in recordSaving of the
+	// records would go unprobed.
+	recordSaving = 10
+	// recordWidenings: after this many, the records stay probed at their
+	// functions.
+	recordWidenings = 3
+	// recordHandles bounds the handles remembered (events created anew
+	// each step would grow the map without end).
+	recordHandles = 1 << 16
+	// cookieAtCall marks a probe on a call instruction
+	// (COOKIE_AT_CALL in gpuprof.bpf.c): no return address on the stack.
+	cookieAtCall = 1 << 48
+)
+
+// recordSite is one caller of a record function.
+type recordSite struct {
+	api  uint16 // the function called
+	n    int    // records since learning began
+	read bool   // one of its events was read
+}
+
+// recordWatch is one process's record callers, learning or narrowed.
+type recordWatch struct {
+	since            time.Time
+	callers          map[uint64]uint64 // event handle -> caller of its latest record
+	sites            map[uint64]*recordSite
+	records, reads   int // since learning began
+	unseen           int // reads with a record not seen
+	narrowed         bool
+	recorded         map[uint64]bool // handles recorded since narrowing
+	widen            bool            // a read of a handle not recorded since narrowing
+	widenings        int
+	done, narrowing  bool
+	unprobed, probed int // records a window left to other sites, and those kept (for the log)
+}
+
+func newRecordWatch(now time.Time, widenings int) *recordWatch {
+	return &recordWatch{since: now, callers: map[uint64]uint64{}, sites: map[uint64]*recordSite{}, widenings: widenings}
+}
+
+// NarrowRecords says that pid's step boundary is no event record: its
+// records may be probed at their readers' call sites only, once they are
+// learnt. A second call changes nothing.
+func (s *Session) NarrowRecords(pid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.recordWatches[pid] == nil && s.targets[pid] != nil {
+		s.recordWatches[pid] = newRecordWatch(time.Now(), 0)
+	}
+}
+
+// note counts one record or elapsed-time read of the runtime.
+func (w *recordWatch) note(ev *events.Event, class cudaapi.Class) {
+	switch class {
+	case cudaapi.ClassRecord:
+		if w.narrowed {
+			// From a call site's probe (no caller read); the functions'
+			// probes report on while they are closed in the background.
+			if ev.Caller() == 0 {
+				w.recorded[ev.Handle()] = true
+			}
+			return
+		}
+		if len(w.callers) >= recordHandles {
+			clear(w.callers)
+		}
+		c := ev.Caller()
+		w.callers[ev.Handle()] = c
+		site := w.sites[c]
+		if site == nil {
+			site = &recordSite{api: ev.API}
+			w.sites[c] = site
+		}
+		site.n++
+		w.records++
+	case cudaapi.ClassElapsed:
+		if w.narrowed {
+			w.widen = w.widen || !w.recorded[ev.Handle()] || !w.recorded[ev.Second()]
+			return
+		}
+		a, okA := w.callers[ev.Handle()]
+		b, okB := w.callers[ev.Second()]
+		if !okA || !okB || a == 0 || b == 0 {
+			w.unseen++
+			return
+		}
+		w.sites[a].read, w.sites[b].read = true, true
+		w.reads++
+	}
+}
+
+// watchRecords counts a batch's records and reads for the processes
+// watched, and narrows or widens their record probes where due.
+func (s *Session) watchRecords(batch []events.Event) {
+	s.mu.Lock()
+	if len(s.recordWatches) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	for i := range batch {
+		ev := &batch[i]
+		if ev.Kind != events.KindCall {
+			continue
+		}
+		w := s.recordWatches[int(ev.PID)]
+		if w == nil || w.done {
+			continue
+		}
+		if a, ok := cudaapi.ByID(ev.API); ok && a.Layer == cudaapi.LayerRuntime {
+			w.note(ev, a.Class)
+		}
+	}
+	now := time.Now()
+	var narrow, widen []*target
+	for pid, w := range s.recordWatches {
+		t := s.targets[pid]
+		switch {
+		case t == nil || w.done || w.narrowing:
+		case w.narrowed && w.widen:
+			w.narrowing = true
+			widen = append(widen, t)
+		case !w.narrowed && now.Sub(w.since) >= recordLearn && w.records >= recordEvidence:
+			w.narrowing = true
+			narrow = append(narrow, t)
+		}
+	}
+	s.mu.Unlock()
+	for _, t := range narrow {
+		s.narrowRecords(t)
+	}
+	for _, t := range widen {
+		s.widenRecords(t)
+	}
+}
+
+// narrowRecords puts t's record probes on the call sites whose records
+// were read, and takes them off the record functions, where that is sure
+// and saves traps; else it waits, or leaves the functions probed.
+func (s *Session) narrowRecords(t *target) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := s.recordWatches[t.pid]
+	if w == nil {
+		return
+	}
+	w.narrowing = false
+	stay := func(why string, args ...any) {
+		w.done = true
+		s.cfg.Log.Debug("event records stay probed at their functions: "+why, append([]any{"pid", t.pid}, args...)...)
+	}
+	switch s.twinLayers[t.pid][twinEvents] {
+	case twinUndecided:
+		return // the driver's probes may yet time them: wait
+	case twinDriver:
+		stay("the driver's probes time them, under the runtime's own call site")
+		return
+	}
+	if w.unseen*4 > w.reads {
+		stay("the job reads events whose records go unseen", "reads", w.reads, "unseen", w.unseen)
+		return
+	}
+	if w.unseen+w.reads > 0 && w.reads < recordReads {
+		return // reads seen, too few to say which sites: wait
+	}
+	read, unread := 0, 0
+	for _, site := range w.sites {
+		if site.read {
+			read += site.n
+		} else {
+			unread += site.n
+		}
+	}
+	if unread*recordSaving < w.records {
+		stay("nearly all their records are read", "records", w.records, "read", read)
+		return
+	}
+	maps, err := readMaps(s.cfg.ProcRoot, t.pid)
+	if err != nil {
+		stay("its maps are unreadable", "err", err)
+		return
+	}
+	byFile := map[string][]uint64{}
+	cookies := map[string][]uint64{}
+	files := map[string]MappedFile{}
+	sites := 0
+	for caller, site := range w.sites {
+		if !site.read {
+			continue
+		}
+		fn, probe, err := recordFunction(t, maps, site.api)
+		if err != nil {
+			stay("its record function is not found", "err", err)
+			return
+		}
+		at, err := callSite(s.cfg.ProcRoot, t.pid, maps, caller, fn)
+		if err != nil {
+			stay("a call site cannot be probed", "caller", fmt.Sprintf("%#x", caller), "err", err)
+			return
+		}
+		k := at.file.Key()
+		files[k] = at.file
+		byFile[k] = append(byFile[k], at.offset)
+		cookies[k] = append(cookies[k], probe.Cookie()|cookieAtCall)
+		sites++
+		s.cfg.Log.Debug("event record call site", "pid", t.pid, "file", at.file.Path, "offset", at.offset, "placement", at.place, "records", site.n)
+	}
+	var links []link.Link
+	for k, offs := range byFile {
+		ex, err := link.OpenExecutable(files[k].HostPath)
+		var l link.Link
+		if err == nil {
+			l, err = ex.UprobeMulti(nil, s.objs.ApiInstant, &link.UprobeMultiOptions{Addresses: offs, Cookies: cookies[k], PID: uint32(t.pid)})
+		}
+		if err != nil {
+			closeLinks(links)
+			stay("a call site's probe did not attach", "file", files[k].Path, "err", err)
+			return
+		}
+		links = append(links, l)
+	}
+	var gone []link.Link
+	for _, l := range t.libs {
+		gone = append(gone, l.records...)
+		l.records = nil
+	}
+	t.recordSites = links
+	// The handles the kept sites recorded last: read after this, they
+	// are no sign of a site missed.
+	w.recorded = map[uint64]bool{}
+	for h, c := range w.callers {
+		if site := w.sites[c]; site != nil && site.read {
+			w.recorded[h] = true
+		}
+	}
+	w.narrowed, w.unprobed, w.probed = true, unread, read
+	w.callers, w.sites = nil, nil
+	s.cfg.Log.Info("CUDA event records probed only where the job reads them: the rest go unseen", "pid", t.pid,
+		"call sites", sites, "records kept", read, "records left", unread, "in", time.Since(w.since).Round(time.Millisecond))
+	s.closer.close(gone, nil, func(err error) { s.cfg.Log.Warn("record probes not all detached", "pid", t.pid, "err", err) })
+}
+
+// widenRecords probes t's record functions again, the call sites' probes
+// going: the job read an event recorded elsewhere.
+func (s *Session) widenRecords(t *target) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := s.recordWatches[t.pid]
+	if w == nil {
+		return
+	}
+	var errs []error
+	for _, l := range t.libs {
+		if len(l.recordPlan.Probes) == 0 || l.records != nil {
+			continue
+		}
+		rs, err := attachPrograms(s.objs, t.pid, l.recordPlan, ProgInstant)
+		errs = append(errs, err)
+		l.records = rs
+	}
+	gone := t.recordSites
+	t.recordSites = nil
+	next := newRecordWatch(time.Now(), w.widenings+1)
+	next.done = next.widenings >= recordWidenings
+	s.recordWatches[t.pid] = next
+	s.cfg.Log.Info("CUDA event records probed at their functions again: the job read an event recorded elsewhere",
+		"pid", t.pid, "for good", next.done)
+	if err := errors.Join(errs...); err != nil {
+		s.warnUnlessExited(t, "record probes not attached again", err)
+	}
+	s.closer.close(gone, nil, func(err error) { s.cfg.Log.Warn("record call-site probes not all detached", "pid", t.pid, "err", err) })
+}
+
+// recordFunction is where the runtime's record function api is in t's
+// memory, with its probe. Under mu.
+func recordFunction(t *target, maps []mapping, api uint16) (uint64, Probe, error) {
+	for _, l := range t.libs {
+		for _, p := range l.recordPlan.Probes {
+			if p.API.ID != api {
+				continue
+			}
+			for _, m := range maps {
+				if m.holds(l.plan.File) && len(m.perms) > 2 && m.perms[2] == 'x' &&
+					p.Symbol.FileOffset >= m.offset && p.Symbol.FileOffset < m.offset+(m.end-m.start) {
+					return m.start + p.Symbol.FileOffset - m.offset, p, nil
+				}
+			}
+			return 0, p, fmt.Errorf("%s is not mapped in PID %d", p.API.Name, t.pid)
+		}
+	}
+	a, _ := cudaapi.ByID(api)
+	return 0, Probe{}, fmt.Errorf("%s is not probed in the runtime", a.Name)
+}
