@@ -62,6 +62,17 @@ func staleReading(it *item, stepStart uint64) bool {
 	return it.span[1] != 0 && it.span[1] <= stepStart
 }
 
+// othersReading says whether a reading, in a step that began at
+// stepStart, is not the loop's own: stale, or, where the loop's readings
+// time events whose records are seen (freshReading), one whose records
+// were not seen. Those are a library's, recorded where gpuprof leaves the
+// records unprobed once the loop's are known (probes/recordsites.go):
+// DistributedDataParallel's sampled timings, recorded among its
+// collectives' records.
+func (b *builder) othersReading(it *item, stepStart uint64) bool {
+	return staleReading(it, stepStart) || b.freshReading && it.span[1] == 0
+}
+
 // elapsedBoundary says whether an elapsed-time reading of the boundary's
 // kind ends a step (see freshReading), given the step it is in.
 func (b *builder) elapsedBoundary(it *item, stepStart uint64) bool {
@@ -70,7 +81,7 @@ func (b *builder) elapsedBoundary(it *item, stepStart uint64) bool {
 		// work since; one more of the same batch if no work came between;
 		// else the loop reads its timings late, and this one ends a step.
 		switch {
-		case !staleReading(it, b.skippedAt):
+		case it.span[1] != 0 && !staleReading(it, b.skippedAt):
 			b.staleSkipped, b.freshReading = false, it.span[1] != 0
 			return true
 		case b.workSinceSkip == 0:
@@ -79,7 +90,7 @@ func (b *builder) elapsedBoundary(it *item, stepStart uint64) bool {
 		b.staleSkipped, b.freshReading = false, false
 		return true
 	}
-	switch stale := staleReading(it, stepStart); {
+	switch stale := b.othersReading(it, stepStart); {
 	case stale && b.freshReading:
 		b.staleSkipped, b.skippedAt, b.workSinceSkip = true, it.ev.End, 0
 		return false
@@ -277,7 +288,7 @@ func (b *builder) measure() Step {
 		case cudaapi.ClassFree:
 			s.FreeBytes += it.freed
 		case cudaapi.ClassElapsed:
-			if e.OK() && !(b.freshReading && staleReading(it, b.prevEnd)) {
+			if e.OK() && !(b.freshReading && b.othersReading(it, b.prevEnd)) {
 				readings = append(readings, *it)
 			}
 		}

@@ -91,6 +91,33 @@ func TestEarlierStepsReadingsAreNotBoundaries(t *testing.T) {
 	}
 }
 
+// TestUnrecordedReadingsAreNotBoundaries: the same DDP loop once gpuprof
+// probes only the loop's own records (probes/recordsites.go): DDP's are
+// made from the call site of its collectives' records and go unseen, so
+// its readings' events have no record. Where the loop's readings have
+// theirs, those are still no boundary and no compute.
+func TestUnrecordedReadingsAreNotBoundaries(t *testing.T) {
+	tr := newThread(100, 101, 0)
+	ddpTimed := func(i int) bool { return i >= 50 && i%25 == 0 }
+	for i := range 200 {
+		ddpIteration(t, tr, i, ddpTimed, 6)
+	}
+	var kept []events.Event
+	for _, e := range tr.evs {
+		if h := e.Handle(); e.Desc().Name == "cudaEventRecordWithFlags" && h >= 0xd1 && h <= 0xd3 {
+			continue
+		}
+		kept = append(kept, e)
+	}
+	_, steps := run(t, Config{}, kept)
+	if len(steps) != 199 {
+		t.Fatalf("%d steps, want 199: readings of unrecorded events cut steps", len(steps))
+	}
+	for _, s := range steps {
+		within(t, fmt.Sprintf("step %d compute_time", s.Index), s.ComputeTime, 0.006, 0.001)
+	}
+}
+
 func TestLaggingReadingsStillBoundaries(t *testing.T) {
 	// A loop that reads the previous step's timing events (no sync for
 	// them in this step): every reading times an earlier step, and each

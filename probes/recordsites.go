@@ -25,14 +25,20 @@ import (
 // So once steps are found the record probes note their callers (the
 // return address, Event.Caller), the elapsed-time reads say which callers'
 // events they read, and after recordLearn the records' functions go
-// unprobed: probes on the call instructions of those callers take over,
-// each checked to call the record function (straight, through its PLT
-// stub or through a pointer in memory). Torch's Python binding
-// (torch.cuda.Event.record) calls the runtime from a call site of its
-// own, DDP and NCCL from theirs. A job that reads none keeps no record
-// probe. An elapsed-time read of an event no site recorded brings the
-// functions' probes back (the job began timing something new), for good
-// after recordWidenings of those.
+// unprobed: probes on the call instructions of the callers whose records
+// are read, at least 1 in recordReadShare, take over, each checked to
+// call the record function (straight, through its PLT stub or through a
+// pointer in memory). Torch's Python binding (torch.cuda.Event.record)
+// calls the runtime from a call site of its own, DDP and NCCL from
+// theirs; DDP's sampled timings, read once in ~100 steps, are recorded
+// from the call site of its collectives' records (at::cuda::CUDAEvent's),
+// 1 read in ~250 of its records on the H200 ranks: left unprobed, their
+// readings are told from the loop's by their records going unseen
+// (correlate's othersReading). A job that reads none keeps no record
+// probe. Where 1 in recordMissShare of a window of recordWindow reads
+// reads events no probed site recorded, the functions' probes come back
+// (the job began timing something new), for good after recordWidenings of
+// those.
 const (
 	recordLearn = 3 * time.Second
 	// recordEvidence: records seen in that time, at the least.
@@ -40,6 +46,14 @@ const (
 	// recordReads: elapsed-time reads whose records were both seen, at
 	// the least, where the job reads any.
 	recordReads = 2
+	// recordReadShare: a caller's records are kept probed where at least
+	// 1 in this many was read.
+	recordReadShare = 20
+	// recordWindow and recordMissShare: once narrowed, reads are counted
+	// in windows of recordWindow; 1 in recordMissShare of a window
+	// reading events no kept site recorded widens the probes again.
+	recordWindow    = 64
+	recordMissShare = 4
 	// recordSaving: narrow only where at least 1 in recordSaving of the
 	// records would go unprobed.
 	recordSaving = 10
@@ -56,24 +70,29 @@ const (
 
 // recordSite is one caller of a record function.
 type recordSite struct {
-	api  uint16 // the function called
-	n    int    // records since learning began
-	read bool   // one of its events was read
+	api   uint16 // the function called
+	n     int    // records since learning began
+	reads int    // of those, read
 }
+
+// kept says whether the site's records are read enough to stay probed.
+func (r *recordSite) kept() bool { return r.reads > 0 && r.reads*recordReadShare >= r.n }
 
 // recordWatch is one process's record callers, learning or narrowed.
 type recordWatch struct {
-	since            time.Time
-	callers          map[uint64]uint64 // event handle -> caller of its latest record
-	sites            map[uint64]*recordSite
-	records, reads   int // since learning began
-	unseen           int // reads with a record not seen
-	narrowed         bool
-	recorded         map[uint64]bool // handles recorded since narrowing
-	widen            bool            // a read of a handle not recorded since narrowing
-	widenings        int
-	done, narrowing  bool
-	unprobed, probed int // records a window left to other sites, and those kept (for the log)
+	since           time.Time
+	callers         map[uint64]uint64 // event handle -> caller of its latest record
+	sites           map[uint64]*recordSite
+	records, reads  int // since learning began
+	unseen          int // reads with a record not seen
+	narrowed        bool
+	keep            map[uint64]bool // the callers kept probed, once narrowed
+	recorded        map[uint64]bool // handles recorded at those since narrowing
+	windowReads     int             // reads in this window, once narrowed
+	windowMissed    int             // of those, reading a handle not recorded since narrowing
+	widen           bool
+	widenings       int
+	done, narrowing bool
 }
 
 func newRecordWatch(now time.Time, widenings int) *recordWatch {
@@ -96,9 +115,10 @@ func (w *recordWatch) note(ev *events.Event, class cudaapi.Class) {
 	switch class {
 	case cudaapi.ClassRecord:
 		if w.narrowed {
-			// From a call site's probe (no caller read); the functions'
-			// probes report on while they are closed in the background.
-			if ev.Caller() == 0 {
+			// From a call site's probe (no caller read), or from a kept
+			// caller through the functions' probes, which report on while
+			// they are closed in the background.
+			if c := ev.Caller(); c == 0 || w.keep[c] {
 				w.recorded[ev.Handle()] = true
 			}
 			return
@@ -117,7 +137,14 @@ func (w *recordWatch) note(ev *events.Event, class cudaapi.Class) {
 		w.records++
 	case cudaapi.ClassElapsed:
 		if w.narrowed {
-			w.widen = w.widen || !w.recorded[ev.Handle()] || !w.recorded[ev.Second()]
+			w.windowReads++
+			if !w.recorded[ev.Handle()] || !w.recorded[ev.Second()] {
+				w.windowMissed++
+			}
+			if w.windowReads >= recordWindow {
+				w.widen = w.widen || w.windowMissed*recordMissShare >= w.windowReads
+				w.windowReads, w.windowMissed = 0, 0
+			}
 			return
 		}
 		a, okA := w.callers[ev.Handle()]
@@ -126,7 +153,8 @@ func (w *recordWatch) note(ev *events.Event, class cudaapi.Class) {
 			w.unseen++
 			return
 		}
-		w.sites[a].read, w.sites[b].read = true, true
+		w.sites[a].reads++
+		w.sites[b].reads++
 		w.reads++
 	}
 }
@@ -206,7 +234,7 @@ func (s *Session) narrowRecords(t *target) {
 	}
 	read, unread := 0, 0
 	for _, site := range w.sites {
-		if site.read {
+		if site.kept() {
 			read += site.n
 		} else {
 			unread += site.n
@@ -225,10 +253,12 @@ func (s *Session) narrowRecords(t *target) {
 	cookies := map[string][]uint64{}
 	files := map[string]MappedFile{}
 	sites := 0
+	keep := map[uint64]bool{}
 	for caller, site := range w.sites {
-		if !site.read {
+		if !site.kept() {
 			continue
 		}
+		keep[caller] = true
 		fn, probe, err := recordFunction(t, maps, site.api)
 		if err != nil {
 			stay("its record function is not found", "err", err)
@@ -270,11 +300,11 @@ func (s *Session) narrowRecords(t *target) {
 	// are no sign of a site missed.
 	w.recorded = map[uint64]bool{}
 	for h, c := range w.callers {
-		if site := w.sites[c]; site != nil && site.read {
+		if keep[c] {
 			w.recorded[h] = true
 		}
 	}
-	w.narrowed, w.unprobed, w.probed = true, unread, read
+	w.narrowed, w.keep = true, keep
 	w.callers, w.sites = nil, nil
 	s.cfg.Log.Info("CUDA event records probed only where the job reads them: the rest go unseen", "pid", t.pid,
 		"call sites", sites, "records kept", read, "records left", unread, "in", time.Since(w.since).Round(time.Millisecond))

@@ -129,3 +129,66 @@ func TestRecordsNarrowToReadSites(t *testing.T) {
 		t.Errorf("%d call-site links left once the function is probed again", sites)
 	}
 }
+
+// TestRecordWatch: which callers' records stay probed, and when reads of
+// events recorded elsewhere bring the functions' probes back, as a DDP
+// rank's calls would make them: the loop's two timing records and their
+// reading a step, 34 records a step from the call site DDP's sampled
+// timings share (read 4 times in 100 steps), 17 never read.
+func TestRecordWatch(t *testing.T) {
+	rec, _ := cudaapi.ByName("cudaEventRecordWithFlags")
+	read, _ := cudaapi.ByName("cudaEventElapsedTime")
+	const loop, shared, never = 0x1000, 0x2000, 0x3000
+	record := func(w *recordWatch, caller, handle uint64) {
+		w.note(&events.Event{Kind: events.KindCall, API: rec.ID, Out: caller, Args: [5]uint64{handle}}, rec.Class)
+	}
+	elapsed := func(w *recordWatch, a, b uint64) {
+		w.note(&events.Event{Kind: events.KindCall, API: read.ID, Args: [5]uint64{0, a, b}}, read.Class)
+	}
+	w := newRecordWatch(time.Now(), 0)
+	for i := range 300 {
+		record(w, loop, 0xe1)
+		for j := range 34 {
+			record(w, shared, 0xd0+uint64(j%4))
+		}
+		for range 17 {
+			record(w, never, 0xc0)
+		}
+		record(w, loop, 0xe2)
+		elapsed(w, 0xe1, 0xe2)
+		if i%100 == 0 {
+			elapsed(w, 0xd0, 0xd1)
+			elapsed(w, 0xd2, 0xd3)
+		}
+	}
+	for caller, want := range map[uint64]bool{loop: true, shared: false, never: false} {
+		if got := w.sites[caller].kept(); got != want {
+			t.Errorf("caller %#x (%+v): kept %v, want %v", caller, *w.sites[caller], got, want)
+		}
+	}
+
+	// Narrowed to the loop's call site: DDP's readings miss 1 in ~25.
+	w.narrowed, w.keep, w.recorded = true, map[uint64]bool{loop: true}, map[uint64]bool{}
+	for i := range 400 {
+		record(w, 0, 0xe1)
+		record(w, shared, 0xd0) // in flight from the functions' probes: no sign of a kept site
+		record(w, 0, 0xe2)
+		elapsed(w, 0xe1, 0xe2)
+		if i%25 == 0 {
+			elapsed(w, 0xd0, 0xd1)
+		}
+	}
+	if w.widen {
+		t.Fatal("widened by DDP's sampled readings")
+	}
+	// The loop begins reading a library's events every step.
+	for range 40 {
+		record(w, 0, 0xe1)
+		record(w, 0, 0xe2)
+		elapsed(w, 0xe1, 0xe2)
+		elapsed(w, 0xd0, 0xd1)
+	}
+	if !w.widen {
+		t.Error("not widened by a new reading every step")
+	}
+}

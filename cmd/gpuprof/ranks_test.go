@@ -29,6 +29,13 @@ import (
 // engine-ddp-two-ranks-sampled (170c7fb, 300 steps) goes past the ranks'
 // first switch off: their waits paused with the launch probes, their
 // event calls timed by the runtime's probes, NCCL's own records unseen.
+// engine-ddp-two-ranks-records-narrowed is 79c2017's `ddp` validation
+// run (499 steps) with the event records a session probing only the
+// loop's own records' call sites leaves unseen taken out (the callers
+// whose records are read 1 in 20 or less, and the call sites' own on the
+// ranks' backward threads): DDP's sampled timings are then readings of
+// events with no record, which must not cut steps either
+// (probes/recordsites.go; with the builder of 79c2017, 513 steps).
 // A trace of two ranks must also name the straggler where its name says
 // one was slowed on purpose (engine-ddp-two-ranks-slow-rank1, 4f2eb25,
 // cut to its first 260 steps: rank 1 burned 8 ms more CPU a step), and
