@@ -244,51 +244,10 @@ func (s *Session) narrowRecords(t *target) {
 		stay("nearly all their records are read", "records", w.records, "read", read)
 		return
 	}
-	maps, err := readMaps(s.cfg.ProcRoot, t.pid)
+	links, keep, err := s.probeRecordSites(t, w.sites)
 	if err != nil {
-		stay("its maps are unreadable", "err", err)
+		stay("a call site cannot be probed", "err", err)
 		return
-	}
-	byFile := map[string][]uint64{}
-	cookies := map[string][]uint64{}
-	files := map[string]MappedFile{}
-	sites := 0
-	keep := map[uint64]bool{}
-	for caller, site := range w.sites {
-		if !site.kept() {
-			continue
-		}
-		keep[caller] = true
-		fn, probe, err := recordFunction(t, maps, site.api)
-		if err != nil {
-			stay("its record function is not found", "err", err)
-			return
-		}
-		at, err := callSite(s.cfg.ProcRoot, t.pid, maps, caller, fn)
-		if err != nil {
-			stay("a call site cannot be probed", "caller", fmt.Sprintf("%#x", caller), "err", err)
-			return
-		}
-		k := at.file.Key()
-		files[k] = at.file
-		byFile[k] = append(byFile[k], at.offset)
-		cookies[k] = append(cookies[k], probe.Cookie()|cookieAtCall)
-		sites++
-		s.cfg.Log.Debug("event record call site", "pid", t.pid, "file", at.file.Path, "offset", at.offset, "placement", at.place, "records", site.n)
-	}
-	var links []link.Link
-	for k, offs := range byFile {
-		ex, err := link.OpenExecutable(files[k].HostPath)
-		var l link.Link
-		if err == nil {
-			l, err = ex.UprobeMulti(nil, s.objs.ApiInstant, &link.UprobeMultiOptions{Addresses: offs, Cookies: cookies[k], PID: uint32(t.pid)})
-		}
-		if err != nil {
-			closeLinks(links)
-			stay("a call site's probe did not attach", "file", files[k].Path, "err", err)
-			return
-		}
-		links = append(links, l)
 	}
 	var gone []link.Link
 	for _, l := range t.libs {
@@ -307,8 +266,54 @@ func (s *Session) narrowRecords(t *target) {
 	w.narrowed, w.keep = true, keep
 	w.callers, w.sites = nil, nil
 	s.cfg.Log.Info("CUDA event records probed only where the job reads them: the rest go unseen", "pid", t.pid,
-		"call sites", sites, "records kept", read, "records left", unread, "in", time.Since(w.since).Round(time.Millisecond))
+		"call sites", len(keep), "records kept", read, "records left", unread, "in", time.Since(w.since).Round(time.Millisecond))
 	s.closer.close(gone, nil, func(err error) { s.cfg.Log.Warn("record probes not all detached", "pid", t.pid, "err", err) })
+}
+
+// probeRecordSites attaches the probes on the call instructions of the
+// kept sites, and returns them with the callers they serve. Under mu.
+func (s *Session) probeRecordSites(t *target, sites map[uint64]*recordSite) ([]link.Link, map[uint64]bool, error) {
+	maps, err := readMaps(s.cfg.ProcRoot, t.pid)
+	if err != nil {
+		return nil, nil, err
+	}
+	byFile := map[string][]uint64{}
+	cookies := map[string][]uint64{}
+	files := map[string]MappedFile{}
+	keep := map[uint64]bool{}
+	for caller, site := range sites {
+		if !site.kept() {
+			continue
+		}
+		keep[caller] = true
+		fn, probe, err := recordFunction(t, maps, site.api)
+		if err != nil {
+			return nil, nil, err
+		}
+		at, err := callSite(s.cfg.ProcRoot, t.pid, maps, caller, fn)
+		if err != nil {
+			return nil, nil, fmt.Errorf("caller %#x: %w", caller, err)
+		}
+		k := at.file.Key()
+		files[k] = at.file
+		byFile[k] = append(byFile[k], at.offset)
+		cookies[k] = append(cookies[k], probe.Cookie()|cookieAtCall)
+		s.cfg.Log.Debug("event record call site", "pid", t.pid, "file", at.file.Path, "offset", at.offset, "placement", at.place, "records", site.n)
+	}
+	var links []link.Link
+	for k, offs := range byFile {
+		ex, err := link.OpenExecutable(files[k].HostPath)
+		var l link.Link
+		if err == nil {
+			l, err = ex.UprobeMulti(nil, s.objs.ApiInstant, &link.UprobeMultiOptions{Addresses: offs, Cookies: cookies[k], PID: uint32(t.pid)})
+		}
+		if err != nil {
+			closeLinks(links)
+			return nil, nil, fmt.Errorf("attach in %s: %w", files[k].Path, err)
+		}
+		links = append(links, l)
+	}
+	return links, keep, nil
 }
 
 // widenRecords probes t's record functions again, the call sites' probes
