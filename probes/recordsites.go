@@ -110,6 +110,15 @@ func (s *Session) NarrowRecords(pid int) {
 	}
 }
 
+// RecordSites says at how many call sites pid's event records were
+// probed at the end, where they were probed only at those.
+func (s *Session) RecordSites(pid int) (int, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, ok := s.narrowedSites[pid]
+	return n, ok
+}
+
 // note counts one record or elapsed-time read of the runtime.
 func (w *recordWatch) note(ev *events.Event, class cudaapi.Class) {
 	switch class {
@@ -264,6 +273,7 @@ func (s *Session) narrowRecords(t *target) {
 		}
 	}
 	w.narrowed, w.keep = true, keep
+	s.narrowedSites[t.pid] = len(keep)
 	w.callers, w.sites = nil, nil
 	s.cfg.Log.Info("CUDA event records probed only where the job reads them: the rest go unseen", "pid", t.pid,
 		"call sites", len(keep), "records kept", read, "records left", unread, "in", time.Since(w.since).Round(time.Millisecond))
@@ -336,6 +346,7 @@ func (s *Session) widenRecords(t *target) {
 	}
 	gone := t.recordSites
 	t.recordSites = nil
+	delete(s.narrowedSites, t.pid)
 	next := newRecordWatch(time.Now(), w.widenings+1)
 	next.done = next.widenings >= recordWidenings
 	s.recordWatches[t.pid] = next

@@ -85,6 +85,9 @@ type Session struct {
 	// recordWatches: processes whose event records may be probed at
 	// their readers' call sites only (recordsites.go); under mu.
 	recordWatches map[int]*recordWatch
+	// narrowedSites: the call sites each process's records were last
+	// probed at, while they were (RecordSites); kept past detach.
+	narrowedSites map[int]int
 }
 
 type target struct {
@@ -178,7 +181,7 @@ func Open(cfg Config) (*Session, error) {
 		return nil, fmt.Errorf("open ring buffer: %w", err)
 	}
 	sess := &Session{cfg: cfg, objs: objs, reader: rd, closer: newBackgroundCloser(), targets: map[int]*target{}, twinCalls: map[int]twinCounts{},
-		twinLayers: map[int]map[string]twinLayer{}, recordWatches: map[int]*recordWatch{}}
+		twinLayers: map[int]map[string]twinLayer{}, recordWatches: map[int]*recordWatch{}, narrowedSites: map[int]int{}}
 	if !cfg.NoPython {
 		sess.pools = newPoolWatch(func(pid uint32, p bpfPool) error {
 			if p.addr == 0 {

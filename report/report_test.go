@@ -91,6 +91,19 @@ func TestSummary(t *testing.T) {
 	if out := b.String(); !strings.Contains(out, "not found") || !strings.Contains(out, "--step-boundary") {
 		t.Errorf("no step found among CUDA calls, and no hint to name the boundary:\n%s", out)
 	}
+	if strings.Contains(b.String(), "event records") {
+		t.Errorf("records said narrowed where they were not:\n%s", b.String())
+	}
+
+	// Records probed at their readers' call sites only: the calls counted
+	// leave the others out, and the summary says so.
+	for sites, want := range map[int]string{1: "event records probed at 1 call site(s)", 0: "event records not probed once steps were found"} {
+		b.Reset()
+		WriteSummary(&b, Summary{Target: "PID 1", Attached: 2, Run: c.Summary(), RecordsNarrowed: true, RecordSites: sites})
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("%d sites: summary lacks %q:\n%s", sites, want, b.String())
+		}
+	}
 }
 
 // TestLiveFollowsTraining: with engine processes' steps (none taking

@@ -32,6 +32,11 @@ type Summary struct {
 	// LaunchSampling says how launches were counted when not all were
 	// ("launches counted 1 s in every 10 s once steps were found").
 	LaunchSampling string
+	// RecordsNarrowed: once its steps were found, the process's event
+	// records were probed only at the RecordSites call sites whose events
+	// it reads, not at their functions (probes/recordsites.go).
+	RecordsNarrowed bool
+	RecordSites     int
 	// Engine says the process is an inference engine (its steps take
 	// nothing from the pool it shares): its steps are iterations, and the
 	// trainer's verdict is the one to read.
@@ -116,6 +121,12 @@ func WriteSummary(w io.Writer, s Summary) {
 	})
 	if s.LaunchSampling != "" && launched(r) {
 		fmt.Fprintf(w, "launches counted %s: per-step launch figures are from those steps, kernel counts below are samples\n", s.LaunchSampling)
+	}
+	switch {
+	case s.RecordsNarrowed && s.RecordSites == 0:
+		fmt.Fprintln(w, "event records not probed once steps were found (none read): the calls above leave them out")
+	case s.RecordsNarrowed:
+		fmt.Fprintf(w, "event records probed at %d call site(s) once steps were found, those whose events the job reads: the calls above leave the others out\n", s.RecordSites)
 	}
 	if len(s.Kernels) > 0 {
 		fmt.Fprintln(w, "most launched kernels:")

@@ -54,6 +54,7 @@ func writeSummaries(w io.Writer, sess *probes.Session, st *stepper, attached tim
 		run := p.corr.Summary()
 		s := report.Summary{Target: target, Attached: attached.Seconds(), Run: run, LaunchSampling: sampling,
 			Engine: correlate.EngineProcess(run)}
+		s.RecordSites, s.RecordsNarrowed = sess.RecordSites(int(pid))
 		for _, k := range kl {
 			if k.PID != pid {
 				continue
