@@ -26,7 +26,7 @@ import (
 // return address, Event.Caller), the elapsed-time reads say which callers'
 // events they read, and after recordLearn the records' functions go
 // unprobed: probes on the call instructions of the callers whose records
-// are read, at least 1 in recordReadShare, take over, each checked to
+// are read (recordWatch.kept) take over, each checked to
 // call the record function (straight, through its PLT stub or through a
 // pointer in memory). Torch's Python binding (torch.cuda.Event.record)
 // calls the runtime from a call site of its own, DDP and NCCL from
@@ -75,8 +75,14 @@ type recordSite struct {
 	reads int    // of those, read
 }
 
-// kept says whether the site's records are read enough to stay probed.
-func (r *recordSite) kept() bool { return r.reads > 0 && r.reads*recordReadShare >= r.n }
+// kept says whether a site's records are read enough to stay probed: 1
+// in recordReadShare of them, or at least half the reads read its events
+// (the loop's own timing, where it records through a helper that
+// libraries share, as C++ code using at::cuda::CUDAEvent would: its
+// readings are the step's compute and mark where the data phase ends).
+func (w *recordWatch) kept(r *recordSite) bool {
+	return r.reads > 0 && (r.reads*recordReadShare >= r.n || 2*r.reads >= w.reads)
+}
 
 // recordWatch is one process's record callers, learning or narrowed.
 type recordWatch struct {
@@ -243,7 +249,7 @@ func (s *Session) narrowRecords(t *target) {
 	}
 	read, unread := 0, 0
 	for _, site := range w.sites {
-		if site.kept() {
+		if w.kept(site) {
 			read += site.n
 		} else {
 			unread += site.n
@@ -253,7 +259,7 @@ func (s *Session) narrowRecords(t *target) {
 		stay("nearly all their records are read", "records", w.records, "read", read)
 		return
 	}
-	links, keep, err := s.probeRecordSites(t, w.sites)
+	links, keep, err := s.probeRecordSites(t, w)
 	if err != nil {
 		stay("a call site cannot be probed", "err", err)
 		return
@@ -282,7 +288,7 @@ func (s *Session) narrowRecords(t *target) {
 
 // probeRecordSites attaches the probes on the call instructions of the
 // kept sites, and returns them with the callers they serve. Under mu.
-func (s *Session) probeRecordSites(t *target, sites map[uint64]*recordSite) ([]link.Link, map[uint64]bool, error) {
+func (s *Session) probeRecordSites(t *target, w *recordWatch) ([]link.Link, map[uint64]bool, error) {
 	maps, err := readMaps(s.cfg.ProcRoot, t.pid)
 	if err != nil {
 		return nil, nil, err
@@ -291,8 +297,8 @@ func (s *Session) probeRecordSites(t *target, sites map[uint64]*recordSite) ([]l
 	cookies := map[string][]uint64{}
 	files := map[string]MappedFile{}
 	keep := map[uint64]bool{}
-	for caller, site := range sites {
-		if !site.kept() {
+	for caller, site := range w.sites {
+		if !w.kept(site) {
 			continue
 		}
 		keep[caller] = true
