@@ -134,14 +134,20 @@ func (w *recordWatch) note(ev *events.Event, class cudaapi.Class) {
 			// caller through the functions' probes, which report on while
 			// they are closed in the background.
 			if c := ev.Caller(); c == 0 || w.keep[c] {
+				if len(w.recorded) >= recordHandles {
+					clear(w.recorded) // a loop creating its events anew each step
+				}
 				w.recorded[ev.Handle()] = true
 			}
 			return
 		}
+		c := ev.Caller()
+		if c == 0 {
+			return // a call site's probe, reporting on as it closes after a widening
+		}
 		if len(w.callers) >= recordHandles {
 			clear(w.callers)
 		}
-		c := ev.Caller()
 		w.callers[ev.Handle()] = c
 		site := w.sites[c]
 		if site == nil {
