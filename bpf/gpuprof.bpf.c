@@ -30,7 +30,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define COOKIE_NAME_ARG(c) (((c) >> 32) & 0xf) // 0: none, else index+1
 #define COOKIE_GRAPH(c) (((c) >> 40) & 1)
 #define COOKIE_TWIN(c) (((c) >> 44) & 3) // the kind a runtime call shares with the driver's, 0: none (probes/twins.go)
-#define COOKIE_AT_CALL(c) (((c) >> 48) & 1) // on a call instruction, not the function's entry (probes/recordsites.go)
+#define COOKIE_CALLER(c) (((c) >> 48) & 1) // note the caller: a runtime record's function, not its call site (probes/recordsites.go)
 
 #define LAYER_RUNTIME 1
 #define LAYER_DRIVER 2
@@ -596,9 +596,10 @@ int api_instant(struct pt_regs *ctx)
 	e->ret = 0;
 	// The caller: the return address the call left on the stack, which
 	// tells a library's own records from those the job reads
-	// (probes/recordsites.go). A probe on the call instruction itself
-	// runs before the call pushes it.
-	if (!COOKIE_AT_CALL(cookie))
+	// (probes/recordsites.go); only where asked: a runtime record's
+	// function, not its call site (which runs before the call pushes it),
+	// nor a device-to-device copy.
+	if (COOKIE_CALLER(cookie))
 		bpf_probe_read_user(&e->out, sizeof(e->out), (void *)PT_REGS_SP(ctx));
 	bpf_ringbuf_submit(e, ringbuf_flags());
 	return 0;

@@ -74,6 +74,9 @@ func (p Probe) Cookie() uint64 {
 		c |= 1 << 40
 	}
 	c |= twinCode(a) << 44
+	if a.Class == cudaapi.ClassRecord && a.Layer == cudaapi.LayerRuntime {
+		c |= cookieCaller // the record's caller tells whose it is (recordsites.go)
+	}
 	if a.Class == cudaapi.ClassKernelName && a.NameArg == cudaapi.NoArg {
 		// cuKernelGetFunction: a name event with no name, mapping a
 		// function back to the kernel whose name was seen.

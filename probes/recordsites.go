@@ -63,9 +63,10 @@ const (
 	// recordHandles bounds the handles remembered (events created anew
 	// each step would grow the map without end).
 	recordHandles = 1 << 16
-	// cookieAtCall marks a probe on a call instruction
-	// (COOKIE_AT_CALL in gpuprof.bpf.c): no return address on the stack.
-	cookieAtCall = 1 << 48
+	// cookieCaller has a record's function probe note its caller
+	// (COOKIE_CALLER in gpuprof.bpf.c); its call sites' probes go
+	// without: no return address is on the stack yet there.
+	cookieCaller = 1 << 48
 )
 
 // recordSite is one caller of a record function.
@@ -86,19 +87,19 @@ func (w *recordWatch) kept(r *recordSite) bool {
 
 // recordWatch is one process's record callers, learning or narrowed.
 type recordWatch struct {
-	since           time.Time
-	callers         map[uint64]uint64 // event handle -> caller of its latest record
-	sites           map[uint64]*recordSite
-	records, reads  int // since learning began
-	unseen          int // reads with a record not seen
-	narrowed        bool
-	keep            map[uint64]bool // the callers kept probed, once narrowed
-	recorded        map[uint64]bool // handles recorded at those since narrowing
-	windowReads     int             // reads in this window, once narrowed
-	windowMissed    int             // of those, reading a handle not recorded since narrowing
-	widen           bool
-	widenings       int
-	done, narrowing bool
+	since          time.Time
+	callers        map[uint64]uint64 // event handle -> caller of its latest record
+	sites          map[uint64]*recordSite
+	records, reads int // since learning began
+	unseen         int // reads with a record not seen
+	narrowed       bool
+	keep           map[uint64]bool // the callers kept probed, once narrowed
+	recorded       map[uint64]bool // handles recorded at those since narrowing
+	windowReads    int             // reads in this window, once narrowed
+	windowMissed   int             // of those, reading a handle not recorded since narrowing
+	widen          bool
+	widenings      int
+	done           bool
 }
 
 func newRecordWatch(now time.Time, widenings int) *recordWatch {
@@ -184,7 +185,12 @@ func (w *recordWatch) note(ev *events.Event, class cudaapi.Class) {
 // watched, and narrows or widens their record probes where due.
 func (s *Session) watchRecords(batch []events.Event) {
 	s.mu.Lock()
-	if len(s.recordWatches) == 0 {
+	// Watches given up on (done) cost a batch nothing.
+	active := false
+	for _, w := range s.recordWatches {
+		active = active || !w.done
+	}
+	if !active {
 		s.mu.Unlock()
 		return
 	}
@@ -206,12 +212,10 @@ func (s *Session) watchRecords(batch []events.Event) {
 	for pid, w := range s.recordWatches {
 		t := s.targets[pid]
 		switch {
-		case t == nil || w.done || w.narrowing:
+		case t == nil || w.done:
 		case w.narrowed && w.widen:
-			w.narrowing = true
 			widen = append(widen, t)
 		case !w.narrowed && now.Sub(w.since) >= recordLearn && w.records >= recordEvidence:
-			w.narrowing = true
 			narrow = append(narrow, t)
 		}
 	}
@@ -234,7 +238,6 @@ func (s *Session) narrowRecords(t *target) {
 	if w == nil {
 		return
 	}
-	w.narrowing = false
 	stay := func(why string, args ...any) {
 		w.done = true
 		s.cfg.Log.Debug("event records stay probed at their functions: "+why, append([]any{"pid", t.pid}, args...)...)
@@ -319,7 +322,7 @@ func (s *Session) probeRecordSites(t *target, w *recordWatch) ([]link.Link, map[
 		k := at.file.Key()
 		files[k] = at.file
 		byFile[k] = append(byFile[k], at.offset)
-		cookies[k] = append(cookies[k], probe.Cookie()|cookieAtCall)
+		cookies[k] = append(cookies[k], probe.Cookie()&^cookieCaller)
 		s.cfg.Log.Debug("event record call site", "pid", t.pid, "file", at.file.Path, "offset", at.offset, "placement", at.place, "records", site.n)
 	}
 	var links []link.Link
