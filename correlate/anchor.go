@@ -25,6 +25,10 @@ type Anchor struct {
 	// cluster (the copy between two loss.item() syncs): while launches are
 	// not counted, these do not end a cluster and other kinds do.
 	inCluster map[key]bool
+	// afterData: in most steps a boundary call came after the step's
+	// fetch with no work between (a sync after the copy in), and ended
+	// nothing. Without launch counts the builder passes over such a call.
+	afterData bool
 }
 
 // MatchesDeviceCopies says whether device-to-device copies can be the
@@ -45,6 +49,9 @@ type token struct {
 	k    key
 	end  uint64
 	work uint32 // kernel and graph launches the thread made before this call
+	// data: a wait for samples or a DataLoader, a fetch, a copy in
+	// (isDataEvent): the next step's fetch has begun.
+	data bool
 }
 
 // threadTokens collects the calls of each thread.
@@ -62,7 +69,7 @@ func collect(items []item) []*threadTokens {
 	var order []*threadTokens
 	for i := range items {
 		e := &items[i].ev
-		if e.Kind != events.KindCall {
+		if e.Kind != events.KindCall && !(items[i].isWait && isDataEvent(&items[i])) {
 			continue
 		}
 		id := threadID(e.PID, e.TID)
@@ -71,6 +78,10 @@ func collect(items []item) []*threadTokens {
 			tt = &threadTokens{pid: e.PID, tid: e.TID}
 			byTID[id] = tt
 			order = append(order, tt)
+		}
+		if e.Kind != events.KindCall {
+			tt.toks = append(tt.toks, token{end: e.End, data: true})
+			continue
 		}
 		a := e.Desc()
 		k := keyOf(a, e)
@@ -85,7 +96,7 @@ func collect(items []item) []*threadTokens {
 				tt.lastReading = e.End
 			}
 		}
-		tt.toks = append(tt.toks, token{k: k, end: e.End, work: w})
+		tt.toks = append(tt.toks, token{k: k, end: e.End, work: w, data: isDataEvent(&items[i])})
 		tt.launches += uint64(w)
 		if k.class == cudaapi.ClassElapsed && e.OK() {
 			tt.elapsed++
@@ -109,14 +120,15 @@ type interval struct {
 // the kernels launched; a thread with no launch counts (launch probes off)
 // counts its other calls instead.
 func clusters(toks []token, m matcher, byCalls bool) (ends []uint64, ivs []interval) {
-	ends, ivs, _ = clustersWithin(toks, m, byCalls)
+	ends, ivs, _, _ = clustersWithin(toks, m, byCalls)
 	return ends, ivs
 }
 
 // clustersWithin is clusters, also returning the kinds of call seen inside
-// clusters (between two merged boundary calls).
-func clustersWithin(toks []token, m matcher, byCalls bool) (ends []uint64, ivs []interval, within map[key]bool) {
-	since, open := 0, false
+// clusters (between two merged boundary calls), and how many boundary
+// calls came after a fetch with no work between (ending nothing).
+func clustersWithin(toks []token, m matcher, byCalls bool) (ends []uint64, ivs []interval, within map[key]bool, afterData int) {
+	since, open, data := 0, false, false
 	others := map[key]bool{}    // kinds since the cluster began: the interval's signature
 	sinceLast := map[key]bool{} // kinds since the last boundary call
 	within = map[key]bool{}
@@ -131,6 +143,10 @@ func clustersWithin(toks []token, m matcher, byCalls bool) (ends []uint64, ivs [
 		}
 		since += w
 		if !match {
+			data = data || t.data
+			if t.data && t.k == (key{}) {
+				continue // a wait
+			}
 			// Which kinds of call, not how many: the number of event
 			// records or copies can vary step to step (PyTorch's pinned
 			// memory allocator records an event per reuse), allocations
@@ -141,6 +157,13 @@ func clustersWithin(toks []token, m matcher, byCalls bool) (ends []uint64, ivs [
 			sinceLast[t.k] = true
 			continue
 		}
+		if open && since == 0 && data {
+			// A fetch came between: this call is the next step's, and ends
+			// nothing (builder.needWork).
+			afterData++
+			continue
+		}
+		data = false
 		if open && since == 0 {
 			ends[len(ends)-1] = t.end
 			for k := range sinceLast {
@@ -157,7 +180,7 @@ func clustersWithin(toks []token, m matcher, byCalls bool) (ends []uint64, ivs [
 		ends = append(ends, t.end)
 		open, since = true, 0
 	}
-	return ends, ivs, within
+	return ends, ivs, within, afterData
 }
 
 func signature(kinds map[key]bool) string {
@@ -285,14 +308,21 @@ func learn(items []item, cfg Config, fixed *matcher) (Anchor, bool) {
 	return Anchor{}, false
 }
 
-// rank orders threads by how likely each is the training loop: threads
-// that read CUDA event timings are the loop timing itself; otherwise the
-// thread submitting the most work.
+// rank orders threads by how likely each is the training loop: the loop
+// waits for the GPU's results (and for its data), so threads that read
+// CUDA event timings come first, then threads that bring results to the
+// host (syncs, device-to-host copies), and among those the one submitting
+// the most work. A thread that only launches work others wait for
+// (PyTorch's autograd thread running the backward pass, a CUDA graph
+// replayer) comes after them however many kernels it launches.
 func rank(threads []*threadTokens) []*threadTokens {
 	sort.SliceStable(threads, func(i, j int) bool {
 		a, b := threads[i], threads[j]
 		if a.elapsed != b.elapsed {
 			return a.elapsed > b.elapsed
+		}
+		if (a.toHost > 0) != (b.toHost > 0) {
+			return a.toHost > 0
 		}
 		if a.launches != b.launches {
 			return a.launches > b.launches
@@ -359,8 +389,9 @@ func anchorFor(th *threadTokens, c candidate, tr tier, cfg Config) Anchor {
 	if tr.tol > tiers[0].tol {
 		loose = "; step shapes vary, matched loosely"
 	}
-	_, _, within := clustersWithin(th.toks, c.m, cfg.NoLaunchCounts)
+	_, _, within, afterData := clustersWithin(th.toks, c.m, cfg.NoLaunchCounts)
 	return Anchor{PID: th.pid, TID: th.tid, m: c.m, Calls: c.m.String(), byCalls: cfg.NoLaunchCounts, seen: c.n, inCluster: within,
+		afterData: 2*afterData >= c.n,
 		Reason: fmt.Sprintf("one %s a step, ~%d %s apart, seen %d times%s",
 			c.m, c.median, unit, c.n, loose)}
 }
@@ -377,7 +408,8 @@ func learnFixed(threads []*threadTokens, m matcher, cfg Config) (Anchor, bool) {
 	if best == nil || bestN < 3 {
 		return Anchor{}, false
 	}
-	_, _, within := clustersWithin(best.toks, m, cfg.NoLaunchCounts)
+	_, _, within, afterData := clustersWithin(best.toks, m, cfg.NoLaunchCounts)
 	return Anchor{PID: best.pid, TID: best.tid, m: m, Calls: m.String(), byCalls: cfg.NoLaunchCounts, seen: bestN, inCluster: within,
+		afterData: 2*afterData >= bestN,
 		Reason: "--step-boundary; the thread making the most of these calls"}, true
 }

@@ -41,6 +41,17 @@ type builder struct {
 	needs                  waitNeeds
 	// lastSamples: the items the latest step that counted them took.
 	lastSamples int
+	// shape: where the data phases ended in the latest step whose
+	// launches were counted, for the steps whose were not (phases.go).
+	shape phaseShape
+
+	// A data event after a pending boundary (a get, a DataLoader wait, a
+	// copy in) means the next step's fetch has begun: a boundary call
+	// after it ends no cluster of this step (limboData). The step closes
+	// there, and a boundary call is none until work comes (needWork): a
+	// loop syncing after its copy in and after its optimizer ends its
+	// steps at the second sync, so that a step begins with its fetch.
+	limboData, needWork bool
 
 	// freshReading: the last elapsed-time reading that ended a step timed
 	// that step (its events were recorded after the step began). While
@@ -103,7 +114,9 @@ func (b *builder) elapsedBoundary(it *item, stepStart uint64) bool {
 }
 
 func newBuilder(a Anchor, counted, waitsGated bool, batch int) *builder {
-	b := &builder{anchor: a, byCalls: a.byCalls, batch: batch}
+	// The first boundary must follow work, as each cluster end learned
+	// did: a loop's sync after its copy in is no step's end.
+	b := &builder{anchor: a, byCalls: a.byCalls, batch: batch, needWork: true}
 	b.launchProbes(counted, waitsGated)
 	b.complete, b.waitsComplete = counted, b.waitsOn
 	return b
@@ -147,6 +160,7 @@ func (b *builder) add(it *item) []Step {
 		// belongs to the next step, which it begins.
 		if b.pending {
 			b.limbo = append(b.limbo, *it)
+			b.limboData = b.limboData || isDataEvent(it)
 		} else {
 			b.cur = append(b.cur, *it)
 		}
@@ -157,6 +171,15 @@ func (b *builder) add(it *item) []Step {
 	work := e.Launches + e.GraphLaunches
 	if b.staleSkipped {
 		b.workSinceSkip += work
+	}
+	switch {
+	case !match || work != 0:
+	case b.counted && b.needWork:
+		match = false
+	case !b.counted && b.anchor.afterData && b.fetchedSinceBoundary():
+		// Without launch counts no work shows: the loop's sync after its
+		// copy in is known from where learning saw it.
+		match = false
 	}
 	if match && e.Desc().Class == cudaapi.ClassElapsed {
 		// The step the reading is in: the pending one's cluster, or,
@@ -175,8 +198,17 @@ func (b *builder) add(it *item) []Step {
 		// cluster ends it.
 		work = 1
 	}
+	if work > 0 {
+		b.needWork = false
+	}
 	var out []Step
 	if b.pending {
+		if work == 0 && match && b.limboData {
+			out = b.close()
+			b.needWork = true
+			b.cur = append(b.cur, *it)
+			return out
+		}
 		if work == 0 {
 			if match {
 				b.cur = append(b.cur, b.limbo...)
@@ -187,6 +219,7 @@ func (b *builder) add(it *item) []Step {
 				b.pendingEnd = e.End
 			} else {
 				b.limbo = append(b.limbo, *it)
+				b.limboData = b.limboData || isDataEvent(it)
 			}
 			return nil
 		}
@@ -197,6 +230,21 @@ func (b *builder) add(it *item) []Step {
 		b.pending, b.pendingEnd = true, e.End
 	}
 	return out
+}
+
+// fetchedSinceBoundary says whether the current step holds a data event
+// after its last boundary-kind call.
+func (b *builder) fetchedSinceBoundary() bool {
+	for i := len(b.cur) - 1; i >= 0; i-- {
+		it := &b.cur[i]
+		if isDataEvent(it) {
+			return true
+		}
+		if it.ev.Kind == events.KindCall && b.anchor.m.match(keyOf(it.ev.Desc(), &it.ev)) {
+			return false
+		}
+	}
+	return false
 }
 
 // finish closes a step whose boundary was seen; a partial step after the
@@ -224,7 +272,7 @@ func (b *builder) close() []Step {
 	b.prevEnd = b.pendingEnd
 	b.cur = append(b.cur[:0], b.limbo...)
 	b.limbo = b.limbo[:0]
-	b.pending = false
+	b.pending, b.limboData = false, false
 	return out
 }
 
@@ -235,6 +283,9 @@ func (b *builder) measure() Step {
 	s.WallTime = seconds(s.EndNS - s.StartNS)
 	var readings, waits []item
 	var writes [][2]uint64 // start, and end once the GIL is back
+	var data, dataWaits []span
+	var toks []phaseToken
+	var launchStarts, probeStarts []uint64
 	var firstLaunch, lastSyncAfter, firstCall, computeStart uint64
 	for i := range b.cur {
 		it := &b.cur[i]
@@ -242,6 +293,15 @@ func (b *builder) measure() Step {
 		if e.Kind == events.KindWrite {
 			writes = append(writes, [2]uint64{e.Start, e.End})
 			continue
+		}
+		if isDataEvent(it) {
+			data = append(data, span{e.Start, e.End})
+			if it.isWait {
+				dataWaits = append(dataWaits, span{e.Start, e.End})
+			}
+		}
+		if isPhaseToken(it) {
+			toks = append(toks, phaseToken{k: keyOf(e.Desc(), e), start: e.Start, end: e.End})
 		}
 		if it.isWait {
 			waits = append(waits, *it)
@@ -257,6 +317,7 @@ func (b *builder) measure() Step {
 			if computeStart == 0 {
 				computeStart = e.Start
 			}
+			probeStarts = append(probeStarts, e.Start)
 			continue
 		case "infer", "step":
 			continue
@@ -267,8 +328,11 @@ func (b *builder) measure() Step {
 		a := e.Desc()
 		s.Launches += int(e.Launches)
 		s.GraphLaunches += int(e.GraphLaunches)
-		if e.Launches+e.GraphLaunches > 0 && (firstLaunch == 0 || e.LaunchFirst < firstLaunch) {
-			firstLaunch = e.LaunchFirst
+		if e.Launches+e.GraphLaunches > 0 {
+			launchStarts = append(launchStarts, e.LaunchFirst)
+			if firstLaunch == 0 || e.LaunchFirst < firstLaunch {
+				firstLaunch = e.LaunchFirst
+			}
 		}
 		switch a.Class {
 		case cudaapi.ClassSync:
@@ -295,27 +359,59 @@ func (b *builder) measure() Step {
 	}
 	b.measurePool(&s, b.poolRead())
 	s.Readings = len(readings)
-	var dataEnd uint64
 	switch {
 	case len(readings) > 0:
-		var mark uint64
-		s.ComputeTime, mark = outermost(readings)
+		s.ComputeTime, _ = outermost(readings)
 		s.ComputeSource = ComputeEvents
-		dataEnd = mark
 	case computeStart != 0:
 		s.ComputeTime, s.ComputeSource = s.ComputeCallTime, ComputeProbe
-		dataEnd = computeStart
 	case lastSyncAfter != 0:
 		s.ComputeTime, s.ComputeSource = seconds(lastSyncAfter-firstLaunch), ComputeDerived
 	}
 	b.infer.measure(&s)
-	if dataEnd == 0 && s.LaunchesCounted {
-		dataEnd = firstLaunch
-	}
 	if firstLaunch != 0 && (firstCall == 0 || firstLaunch < firstCall) {
 		firstCall = firstLaunch
 	}
-	b.measureWaits(&s, waits, writes, dataEnd, firstCall)
+	begin, dispatch := b.measureWaits(&s, waits, writes, firstCall)
+	var marks []uint64
+	for _, r := range readings {
+		if r.mark > begin {
+			marks = append(marks, r.mark)
+		}
+	}
+	slices.SortFunc(data, func(a, b span) int { return cmp.Compare(a.start, b.start) })
+	var phases []span
+	switch {
+	case len(marks) > 0:
+		phases, s.DataSource = dataPhases(begin, s.EndNS, sortedStarts(marks), data), DataEvents
+	case len(probeStarts) > 0:
+		phases, s.DataSource = dataPhases(begin, s.EndNS, sortedStarts(probeStarts), data), DataProbe
+	case s.LaunchesCounted:
+		phases, s.DataSource = dataPhases(begin, s.EndNS, sortedStarts(launchStarts), data), DataLaunches
+		if sh, ok := learnShape(toks, phases, begin, dataWaits); ok {
+			b.shape = sh
+		}
+	default:
+		var ok bool
+		if phases, ok = b.shape.apply(toks, begin, s.EndNS, dataWaits); ok {
+			s.DataSource = DataCalibrated
+		}
+	}
+	if len(phases) == 0 {
+		s.DataSource = DataNone
+	} else {
+		s.DataTime, s.DataMeasured = seconds(phaseTime(phases, dispatch)), true
+	}
+	if s.ComputeSource == ComputeNone && s.DataSource == DataCalibrated {
+		// The GPU work begins where the data phases end: derived as with
+		// counted launches, to the last sync after it.
+		from := phases[len(phases)-1].end
+		for _, t := range toks {
+			if t.k.class == cudaapi.ClassSync && t.start >= from {
+				s.ComputeTime, s.ComputeSource = seconds(t.end-from), ComputeDerived
+			}
+		}
+	}
 	batch := b.batch
 	switch {
 	case batch > 0:
@@ -396,13 +492,13 @@ func (b *builder) measurePool(s *Step, r poolRead) {
 // this step is the loop's bookkeeping, neither waiting nor working on this
 // step (LeadIn): the step begins after the last write (the loop logging
 // the step it finished, until it had the GIL back) before its first call
-// or wait, and at its first wait if that is a dispatch wait. The data phase runs from the step's beginning
-// to dataEnd (where the measured compute begins), less the dispatch wait in
-// it.
-func (b *builder) measureWaits(s *Step, waits []item, writes [][2]uint64, dataEnd, firstCall uint64) {
+// or wait, and at its first wait if that is a dispatch wait. It returns
+// that beginning, where the data phases start (phases.go), and the dispatch
+// waits, which they leave out.
+func (b *builder) measureWaits(s *Step, waits []item, writes [][2]uint64, firstCall uint64) (begin uint64, dispatch []span) {
 	s.WaitsObserved = b.waitsObserved
 	slices.SortStableFunc(waits, func(a, b item) int { return cmp.Compare(a.ev.Start, b.ev.Start) })
-	begin := s.StartNS
+	begin = s.StartNS
 	firstAct := firstCall
 	if len(waits) > 0 && (firstAct == 0 || waits[0].ev.Start < firstAct) {
 		firstAct = waits[0].ev.Start
@@ -424,7 +520,7 @@ func (b *builder) measureWaits(s *Step, waits []item, writes [][2]uint64, dataEn
 	if s.WaitsObserved && b.waitsComplete {
 		b.needs.note(waits, fromWrite && begin != s.StartNS)
 	}
-	var dispatchBeforeData, covered uint64
+	var covered uint64
 	longest := map[string]uint64{}
 	// A wait inside another (a semaphore wait inside a timed queue get,
 	// --probe dispatch=py:queue:Queue.get) is part of the outer one:
@@ -440,9 +536,7 @@ func (b *builder) measureWaits(s *Step, waits []item, writes [][2]uint64, dataEn
 		switch w.wait {
 		case WaitDispatch:
 			s.DispatchWait += seconds(d)
-			if dataEnd > lo {
-				dispatchBeforeData += min(hi, dataEnd) - lo
-			}
+			dispatch = append(dispatch, span{lo, hi})
 		case WaitData:
 			s.DataWait += seconds(d)
 		case WaitLock:
@@ -456,10 +550,7 @@ func (b *builder) measureWaits(s *Step, waits []item, writes [][2]uint64, dataEn
 	}
 	s.WaitedOn, _ = largest(longest)
 	s.StepTime = s.WallTime - s.DispatchWait - s.LeadIn
-	if dataEnd > begin && dataEnd <= s.EndNS {
-		s.DataTime = seconds(dataEnd - begin - dispatchBeforeData)
-		s.DataMeasured = true
-	}
+	return begin, dispatch
 }
 
 // waitNeeds is what the step thread's latest steps, of those whose

@@ -423,8 +423,9 @@ func (c *Correlator) tryLearn(final bool) []Step {
 
 // review moves the boundary to another thread when, over the recent
 // window, that thread is clearly the training loop and the current one is
-// not: it reads CUDA event timings and the current one does not, or it
-// launches at least twice the kernels. Steps already reported stay;
+// not: it reads CUDA event timings and the current one does not, it waits
+// for the GPU's results and the current one does not, or it launches at
+// least twice the kernels (rank). Steps already reported stay;
 // numbering continues.
 func (c *Correlator) review(it *item) []Step {
 	c.window = append(c.window, *it)
@@ -457,7 +458,7 @@ func (c *Correlator) review(it *item) []Step {
 			cur = th
 		}
 	}
-	if !(top.elapsed > 0 && cur.elapsed == 0) && top.launches < 2*max(cur.launches, 1) {
+	if !(top.elapsed > 0 && cur.elapsed == 0) && !(top.toHost > 0 && cur.toHost == 0) && top.launches < 2*max(cur.launches, 1) {
 		return nil
 	}
 	cfg := c.cfg

@@ -53,11 +53,13 @@ type Step struct {
 	// that opens the step: the loop's bookkeeping between steps, neither
 	// waiting nor working on this step.
 	LeadIn float64 `json:"lead_in"`
-	// DataTime runs from the step's start to where its measured compute
-	// begins (the record of the start event of its elapsed-time reading,
-	// else its first launch), less dispatch wait.
-	DataTime     float64 `json:"data_time"`
-	DataMeasured bool    `json:"-"`
+	// DataTime is the step's data phases, less dispatch wait: from the
+	// step's start, and from each data event after compute began, to where
+	// compute begins (phases.go).
+	DataTime     float64    `json:"data_time"`
+	DataMeasured bool       `json:"-"`
+	DataSource   DataSource `json:"data_source,omitempty"` // where its data phases were found to end
+
 
 	// Time in functions named with --probe: fetch= or data= (a store
 	// fetch) on the step's thread, compute= likewise, and infer= on any

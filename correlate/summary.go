@@ -60,6 +60,9 @@ type Summary struct {
 	UserThreads   []UserTotal // the same, by name and thread (PID and TID set)
 	DispatchWait  Dist        // over steps, when Python waits are probed
 	DataTime      Dist
+	// DataEstimated is how many steps' data time was estimated
+	// (DataCalibrated): their launches were not counted.
+	DataEstimated int
 	FetchTime     Dist
 	TrainCapacity Dist
 	InferCapacity Dist
@@ -107,6 +110,7 @@ type summaryAcc struct {
 	samples     []float64
 	dispatch    []float64
 	dataT       []float64
+	dataEst     int
 	threads     map[uint64]*ThreadTotals
 	first       uint64
 	last        uint64
@@ -212,6 +216,9 @@ func (s *summaryAcc) addStep(st *Step) {
 	if st.DataMeasured {
 		s.dataT = append(s.dataT, st.DataTime)
 	}
+	if st.DataSource == DataCalibrated {
+		s.dataEst++
+	}
 	if st.FetchCalls > 0 {
 		s.fetchT = append(s.fetchT, st.FetchTime)
 	}
@@ -256,6 +263,7 @@ func (c *Correlator) Summary() Summary {
 		out.Anchor = &a
 	}
 	out.WallTime, out.DispatchWait, out.DataTime = dist(s.wallT), dist(s.dispatch), dist(s.dataT)
+	out.DataEstimated = s.dataEst
 	out.FetchTime, out.TrainCapacity, out.InferCapacity = dist(s.fetchT), dist(s.trainCap), dist(s.inferCap)
 	out.Pool, out.PoolKind, out.Samples = dist(s.pool), s.poolKind, dist(s.samples)
 	out.DispatchOn, _ = largest(s.dispatchOn)

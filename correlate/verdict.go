@@ -88,7 +88,15 @@ func diagnose(s Summary) Verdict {
 		i, t := s.InferCapacity.P50, s.TrainCapacity.P50
 		v.Evidence = append(v.Evidence, fmt.Sprintf("I = %.1f/s (inference capacity), T = %.1f/s (training capacity)", i, t))
 	}
-	if capsKnown && !stocked {
+	// A loop that never waited for samples is not starved, whatever the
+	// capacity estimates say: its verdict must not contradict its own
+	// dispatch wait.
+	neverWaited := waitKnown && share < nearShare
+	if capsKnown && neverWaited && s.InferCapacity.P50 <= (1+capacityTie)*s.TrainCapacity.P50 {
+		v.Evidence = append(v.Evidence, fmt.Sprintf("training never waited for samples (dispatch_wait %.0f%% of a step): "+
+			"it sets the pace, whatever the I and T estimates say", 100*share))
+	}
+	if capsKnown && !stocked && !neverWaited {
 		i, t := s.InferCapacity.P50, s.TrainCapacity.P50
 		switch {
 		case math.Abs(i-t) <= capacityTie*math.Max(i, t):

@@ -26,6 +26,8 @@ func TestDiagnose(t *testing.T) {
 		{"capacities: I ≈ T", Summary{Steps: 10, WallTime: d(0.02), DispatchWait: d(0.001), InferCapacity: d(280), TrainCapacity: d(300)}, "balanced (I ≈ T)"},
 		{"capacities: I > T", Summary{Steps: 10, WallTime: d(0.02), DispatchWait: d(0), InferCapacity: d(2000), TrainCapacity: d(240),
 			DataTime: d(0.001), ComputeTime: d(0.015)}, "training: GPU compute"},
+		{"capacities: I < T, never waited", Summary{Steps: 10, WallTime: d(0.02), DispatchWait: d(0), InferCapacity: d(50), TrainCapacity: d(600),
+			DataTime: d(0.001), ComputeTime: d(0.015)}, "training: GPU compute"},
 		{"no python waits", Summary{Steps: 10, WallTime: d(0.02), DataTime: d(0.001), ComputeTime: d(0.015)}, "training: GPU compute"},
 		{"no steps", Summary{}, "unknown"},
 	} {
@@ -113,9 +115,16 @@ func TestStockedPoolIsTrainingBound(t *testing.T) {
 	if v := Diagnose(full); !strings.HasPrefix(v.Bottleneck, "balanced") {
 		t.Errorf("a pool short of a step's samples, long gets: bottleneck %q, want balanced", v.Bottleneck)
 	}
-	// The same capacities with a pool that runs dry: I ≈ T.
+	// The same capacities with a pool that runs dry, training never
+	// waiting: still training-bound (issue 25: "balanced (I ≈ T)" there
+	// contradicted the dispatch wait); with training waiting a tenth of
+	// its steps, I ≈ T.
 	s.Pool = Dist{N: 100, P10: 0, P50: 1, P90: 3}
+	if v := Diagnose(s); v.Bottleneck != "training: data loading / transfer" || !strings.Contains(strings.Join(v.Evidence, "\n"), "never waited") {
+		t.Errorf("bottleneck %q (evidence %q) with a pool that runs dry and no wait, want training: data loading, never waited", v.Bottleneck, v.Evidence)
+	}
+	s.DispatchWait = d(0.00144)
 	if v := Diagnose(s); v.Bottleneck != "balanced (I ≈ T)" {
-		t.Errorf("bottleneck %q with a pool that runs dry, want balanced (I ≈ T)", v.Bottleneck)
+		t.Errorf("bottleneck %q with a pool that runs dry and waits, want balanced (I ≈ T)", v.Bottleneck)
 	}
 }

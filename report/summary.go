@@ -95,6 +95,14 @@ func WriteSummary(w io.Writer, s Summary) {
 		row("sm clock", r.GPU.SMClockMHz, func(x float64) string { return fmt.Sprintf("%.0fMHz", x) })
 		row("own sm util (NVML)", r.GPU.ProcSMUtil, pct)
 		tw.Flush()
+		if r.DataEstimated > 0 {
+			fmt.Fprintf(w, "data_time: %d of %d steps estimated (data_source \"calibrated\"): their launches were not counted, "+
+				"so each data phase ends where the latest counted step's did, by the same calls\n", r.DataEstimated, r.Steps)
+		}
+		if r.TrainCapacity.N == 0 && !s.Engine {
+			fmt.Fprintln(w, "thru and train_capacity: not measured: no pool's takes were counted (its gets never blocked, "+
+				"or it is not a Python queue); pass --batch-size N, the samples a step trains on")
+		}
 	}
 	table(w, "threads:", "pid\ttid\tlaunches\tcalls\tsyncs\tsync time\th2d\td2h\t", len(r.Threads), func(i int) string {
 		t := r.Threads[i]
