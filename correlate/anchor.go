@@ -411,5 +411,5 @@ func learnFixed(threads []*threadTokens, m matcher, cfg Config) (Anchor, bool) {
 	_, _, within, afterData := clustersWithin(best.toks, m, cfg.NoLaunchCounts)
 	return Anchor{PID: best.pid, TID: best.tid, m: m, Calls: m.String(), byCalls: cfg.NoLaunchCounts, seen: bestN, inCluster: within,
 		afterData: 2*afterData >= bestN,
-		Reason: "--step-boundary; the thread making the most of these calls"}, true
+		Reason:    "--step-boundary; the thread making the most of these calls"}, true
 }

@@ -60,7 +60,6 @@ type Step struct {
 	DataMeasured bool       `json:"-"`
 	DataSource   DataSource `json:"data_source,omitempty"` // where its data phases were found to end
 
-
 	// Time in functions named with --probe: fetch= or data= (a store
 	// fetch) on the step's thread, compute= likewise, and infer= on any
 	// thread (the engines' generate calls, their mean, and the calls a

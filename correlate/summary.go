@@ -55,11 +55,11 @@ type WaitTotal struct {
 
 // Summary is the whole run.
 type Summary struct {
-	WallTime      Dist
-	User          []UserTotal // the user-named probes, by name
-	UserThreads   []UserTotal // the same, by name and thread (PID and TID set)
-	DispatchWait  Dist        // over steps, when Python waits are probed
-	DataTime      Dist
+	WallTime     Dist
+	User         []UserTotal // the user-named probes, by name
+	UserThreads  []UserTotal // the same, by name and thread (PID and TID set)
+	DispatchWait Dist        // over steps, when Python waits are probed
+	DataTime     Dist
 	// DataEstimated is how many steps' data time was estimated
 	// (DataCalibrated): their launches were not counted.
 	DataEstimated int

@@ -217,6 +217,19 @@ func Median(rows []Row, field string, skip int) (float64, bool) {
 // have, over truth steps numbered skip or later (warm-up excluded), plus
 // "period": the time from one step's start to the next's.
 func Compare(truth, ours []Row, skip int, tol float64, required []string) Result {
+	return compare(truth, ours, skip, tol, required, median)
+}
+
+// CompareMeans is Compare with the means of the matched steps' fields in
+// place of their medians (FieldResult's Truth and Ours are then means, the
+// floor for a sliver of the step tol of the mean period): a loop whose
+// steps alternate between two kinds, or a few steps cut wrong, shows in
+// the mean where the median passes over it.
+func CompareMeans(truth, ours []Row, skip int, tol float64, required []string) Result {
+	return compare(truth, ours, skip, tol, required, mean)
+}
+
+func compare(truth, ours []Row, skip int, tol float64, required []string, center func([]float64) float64) Result {
 	ours, outside := within(truth, ours)
 	ms := Align(truth, ours)
 	res := Result{Ours: len(ours), Matched: len(ms), Outside: outside}
@@ -256,9 +269,9 @@ func Compare(truth, ours []Row, skip int, tol float64, required []string) Result
 	// A time that is a sliver of the step (a dispatch wait of 70 µs in a
 	// 14 ms step) passes when it is off by less than tol of the step period:
 	// 5% of nearly nothing is no test.
-	floor := tol * median(series["period"][0])
+	floor := tol * center(series["period"][0])
 	for name, s := range series {
-		fr := FieldResult{Name: name, N: len(s[0]), Truth: median(s[0]), Ours: median(s[1]), Required: req[name]}
+		fr := FieldResult{Name: name, N: len(s[0]), Truth: center(s[0]), Ours: center(s[1]), Required: req[name]}
 		fr.RelErr = math.Abs(fr.Ours-fr.Truth) / math.Max(math.Abs(fr.Truth), 1e-12)
 		// A queue's length read a moment apart from the log's can differ
 		// by the one item taken or put between: a pool within one item
@@ -333,6 +346,17 @@ func within(truth, ours []Row) ([]Row, int) {
 // isSeconds reports whether a field is a time in seconds.
 func isSeconds(name string) bool {
 	return strings.HasSuffix(name, "_time") || strings.HasSuffix(name, "_wait") || name == "lead_in"
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	sum := 0.0
+	for _, x := range xs {
+		sum += x
+	}
+	return sum / float64(len(xs))
 }
 
 func median(xs []float64) float64 {

@@ -17,6 +17,16 @@
  * runtime from a call site of their own and never read, as DDP's and
  * NCCL's are; from step --read-library-from on, the loop also reads the
  * elapsed time between two of them (a job that begins timing something new).
+ *
+ * --micro-batches N (gradient accumulation): N data phases a step, each the
+ * data sleep and the two copies, then its --kernels launches (--compute-ms
+ * of GPU time) between a pair of events of its own; one loss copy and sync
+ * a step, then the N readings. data_time is the N data phases, compute_time
+ * the N readings, launches N * --kernels. --timing sync: no events, a
+ * cudaDeviceSynchronize after each data phase's copies and one after its
+ * kernels (the loss copy queued before the last); data_time includes the
+ * first sync, compute_time is the time between the two. With neither (the
+ * default: one micro-batch, events) a step is as above.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -85,6 +95,8 @@ struct options {
 	double data_ms, compute_ms, step_pause_ms;
 	int kernels;
 	int events; /* --timing events (1) or none (0) */
+	int sync_timing; /* --timing sync */
+	int micro_batches;
 	int direct_records;
 	int library_records;
 	int read_library_from; /* -1: never */
@@ -93,8 +105,8 @@ struct options {
 static const char usage[] =
 	"usage: demo-trainer [--steps N] [--truth PATH] [--libdir DIR] [--start-delay S]\n"
 	"                    [--load-delay S] [--thread-delay S] [--engines K] [--data-ms F]\n"
-	"                    [--compute-ms F] [--kernels N] [--timing events|none]\n"
-	"                    [--step-pause-ms F] [--direct-records N]\n"
+	"                    [--compute-ms F] [--kernels N] [--timing events|none|sync]\n"
+	"                    [--micro-batches N] [--step-pause-ms F] [--direct-records N]\n"
 	"                    [--library-records N] [--read-library-from STEP]\n"
 	"Order: sleep --load-delay, load the libraries, allocate and start the engine\n"
 	"threads, sleep --thread-delay, start the training thread, which sleeps\n"
@@ -139,6 +151,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{"direct-records", required_argument, NULL, 'r'},
 		{"library-records", required_argument, NULL, 'R'},
 		{"read-library-from", required_argument, NULL, 'F'},
+		{"micro-batches", required_argument, NULL, 'M'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -146,7 +159,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 
 	*o = (struct options){.steps = 200, .truth = "demo-truth.jsonl", .engines = 2,
 			      .data_ms = 3, .compute_ms = 6, .kernels = 40, .events = 1,
-			      .read_library_from = -1};
+			      .read_library_from = -1, .micro_batches = 1};
 	opterr = 0; /* report errors ourselves, on one line */
 	while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
 		const char *name = longopts[0].name;
@@ -170,11 +183,14 @@ static void parse_options(int argc, char **argv, struct options *o)
 		case 'r': o->direct_records = parse_int(name, optarg, 0, 1000000); break;
 		case 'R': o->library_records = parse_int(name, optarg, 0, 1000000); break;
 		case 'F': o->read_library_from = parse_int(name, optarg, 0, INT_MAX); break;
+		case 'M': o->micro_batches = parse_int(name, optarg, 1, 64); break;
 		case 't':
-			if (strcmp(optarg, "events") != 0 && strcmp(optarg, "none") != 0)
-				fail(2, "bad value for --timing: '%s' (want events or none)",
+			if (strcmp(optarg, "events") != 0 && strcmp(optarg, "none") != 0 &&
+			    strcmp(optarg, "sync") != 0)
+				fail(2, "bad value for --timing: '%s' (want events, none or sync)",
 				     optarg);
 			o->events = strcmp(optarg, "events") == 0;
+			o->sync_timing = strcmp(optarg, "sync") == 0;
 			break;
 		case 'h': fputs(usage, stdout); exit(0);
 		case ':': fail(2, "option %s needs a value", argv[optind - 1]);
@@ -290,6 +306,7 @@ struct trainer {
 	cudaEvent_t begin, end;
 	CUevent collective; /* recorded straight to the driver (--direct-records) */
 	cudaEvent_t library[2]; /* a library's own (--library-records) */
+	cudaEvent_t *mb_begin, *mb_end; /* each micro-batch's (--micro-batches > 1) */
 	void *dev_in[2], *host_in[2], *dev_loss, *host_loss;
 	CUfunction gemm; /* looked up through the driver, as cuBLAS does */
 	struct engine *engines;
@@ -314,6 +331,16 @@ static void setup(struct trainer *t)
 	CHECK(cu.cuEventCreate(&t->collective, 0));
 	CHECK(cu.cudaEventCreate(&t->library[0]));
 	CHECK(cu.cudaEventCreate(&t->library[1]));
+	if (t->o->micro_batches > 1) {
+		t->mb_begin = calloc((size_t)t->o->micro_batches, sizeof(*t->mb_begin));
+		t->mb_end = calloc((size_t)t->o->micro_batches, sizeof(*t->mb_end));
+		if (t->mb_begin == NULL || t->mb_end == NULL)
+			fail(1, "out of memory");
+		for (i = 0; i < t->o->micro_batches; i++) {
+			CHECK(cu.cudaEventCreate(&t->mb_begin[i]));
+			CHECK(cu.cudaEventCreate(&t->mb_end[i]));
+		}
+	}
 
 	t->engines = calloc((size_t)t->o->engines + 1, sizeof(*t->engines));
 	if (t->engines == NULL)
@@ -448,14 +475,91 @@ static void train_step(struct trainer *t, int step)
 	sleep_ns((uint64_t)llround(o->step_pause_ms * 1e6));
 }
 
+/* A step of --micro-batches N or --timing sync (see the top). */
+static void train_step_shaped(struct trainer *t, int step)
+{
+	const struct options *o = t->o;
+	int n = o->micro_batches, m, i;
+	uint64_t t_start, t_data = 0, t_end, data_ns = 0, sync_ns = 0, queued_ns = 0;
+	double compute_s = 0;
+
+	t_start = now_ns();
+	for (m = 0; m < n; m++) {
+		uint64_t d0 = now_ns(), c0;
+		cudaEvent_t begin = n > 1 ? t->mb_begin[m] : t->begin;
+		cudaEvent_t end = n > 1 ? t->mb_end[m] : t->end;
+
+		sleep_ns((uint64_t)llround(o->data_ms * 1e6)); /* the CPU loads a micro-batch */
+		for (i = 0; i < 2; i++)
+			CHECK(cu.cudaMemcpyAsync(t->dev_in[i], t->host_in[i], INPUT_BYTES,
+						 cudaMemcpyHostToDevice, t->stream));
+		if (o->sync_timing)
+			CHECK(cu.cudaDeviceSynchronize());
+		t_data = c0 = now_ns();
+		data_ns += t_data - d0;
+
+		if (o->events)
+			CHECK(cu.cudaEventRecordWithFlags(begin, t->stream, 0));
+		queued_ns += launch_compute(t);
+		if (m == n - 1) {
+			for (i = 0; i < o->direct_records; i++)
+				CHECK(cu.cuEventRecord(t->collective, (CUstream)t->stream));
+			library_records(t, o->library_records);
+		}
+		if (o->events)
+			CHECK(cu.cudaEventRecordWithFlags(end, t->stream, 0));
+		if (o->sync_timing) {
+			if (m == n - 1) /* loss.item()'s copy, before the step's last sync */
+				CHECK(cu.cudaMemcpyAsync(t->host_loss, t->dev_loss, LOSS_BYTES,
+							 cudaMemcpyDeviceToHost, t->stream));
+			CHECK(cu.cudaDeviceSynchronize());
+			sync_ns += now_ns() - c0;
+		}
+	}
+	if (!o->sync_timing) {
+		CHECK(cu.cudaMemcpyAsync(t->host_loss, t->dev_loss, LOSS_BYTES,
+					 cudaMemcpyDeviceToHost, t->stream));
+		CHECK(cu.cudaStreamSynchronize(t->stream)); /* loss.item() */
+	}
+	if (o->events) {
+		for (m = 0; m < n; m++) {
+			float ms;
+
+			CHECK(cu.cudaEventElapsedTime(&ms, n > 1 ? t->mb_begin[m] : t->begin,
+						      n > 1 ? t->mb_end[m] : t->end));
+			compute_s += ms / 1e3;
+		}
+	} else if (o->sync_timing) {
+		compute_s = sync_ns / 1e9;
+	} else {
+		compute_s = queued_ns / 1e9;
+	}
+	t_end = now_ns();
+
+	fprintf(t->truth,
+		"{\"step\":%d,\"t_start_ns\":%" PRIu64 ",\"t_data_end_ns\":%" PRIu64
+		",\"t_end_ns\":%" PRIu64 ",\"step_time\":%.9f,\"data_time\":%.9f"
+		",\"compute_time\":%.9f,\"launches\":%d}\n",
+		step, t_start, t_data, t_end, (t_end - t_start) / 1e9, data_ns / 1e9, compute_s,
+		o->kernels * n);
+	if (fflush(t->truth) != 0)
+		fail(1, "cannot write %s: %s", o->truth, strerror(errno));
+
+	sleep_ns((uint64_t)llround(o->step_pause_ms * 1e6));
+}
+
 static void *train_main(void *arg)
 {
 	struct trainer *t = arg;
 	int i;
 
 	sleep_s(t->o->start_delay);
-	for (i = 0; i < t->o->steps; i++)
-		train_step(t, i);
+	for (i = 0; i < t->o->steps; i++) {
+		if (t->o->micro_batches > 1 || t->o->sync_timing)
+			train_step_shaped(t, i);
+		else
+			train_step(t, i);
+	}
 	return NULL;
 }
 
