@@ -128,6 +128,10 @@ func clusters(toks []token, m matcher, byCalls bool) (ends []uint64, ivs []inter
 // clusters (between two merged boundary calls), and how many boundary
 // calls came after a fetch with no work between (ending nothing).
 func clustersWithin(toks []token, m matcher, byCalls bool) (ends []uint64, ivs []interval, within map[key]bool, afterData int) {
+	if m.cut {
+		ends, ivs = dataCuts(toks, m, byCalls)
+		return ends, ivs, map[key]bool{}, 0
+	}
 	since, open, data := 0, false, false
 	others := map[key]bool{}    // kinds since the cluster began: the interval's signature
 	sinceLast := map[key]bool{} // kinds since the last boundary call
@@ -347,8 +351,14 @@ func bestKey(th *threadTokens, cfg Config, tr tier) (candidate, bool) {
 	sort.Slice(keys, func(i, j int) bool { return keys[i].less(keys[j]) })
 	byCalls := cfg.NoLaunchCounts
 	var regs []candidate
+	var ms []matcher
 	for _, k := range keys {
-		m := matcher{key: k}
+		ms = append(ms, matcher{key: k})
+		if !k.isDataCopy() {
+			ms = append(ms, matcher{key: k, cut: true})
+		}
+	}
+	for _, m := range ms {
 		ends, ivs := clusters(th.toks, m, byCalls)
 		// Keys seen too few times still compete, so that a better key that
 		// happens to come later in the step is not beaten by an earlier one
@@ -357,15 +367,24 @@ func bestKey(th *threadTokens, cfg Config, tr tier) (candidate, bool) {
 			continue
 		}
 		if med, ok := regular(recent(ivs, cfg.LearnMin), tr.tol, tr.frac, tr.anySig); ok {
-			regs = append(regs, candidate{m: m, n: len(ends), median: med, priority: k.priority()})
+			regs = append(regs, candidate{m: m, n: len(ends), median: med, priority: m.key.priority()})
 		}
 	}
 	if len(regs) == 0 {
 		return candidate{}, false
 	}
+	// A cut's count holds the set-up's fetches too: it sets the bar only
+	// where no cluster of calls is regular.
 	nmax := 0
 	for _, c := range regs {
-		nmax = max(nmax, c.n)
+		if !c.m.cut {
+			nmax = max(nmax, c.n)
+		}
+	}
+	if nmax == 0 {
+		for _, c := range regs {
+			nmax = max(nmax, c.n)
+		}
 	}
 	var best candidate
 	found := false
@@ -373,9 +392,16 @@ func bestKey(th *threadTokens, cfg Config, tr tier) (candidate, bool) {
 		if float64(c.n) < 0.7*float64(nmax) {
 			continue
 		}
-		if !found || c.priority > best.priority || (c.priority == best.priority && c.n > best.n) {
-			best, found = c, true
+		// Of one priority, clusters of calls before cuts at fetches: a
+		// cut is only needed where the calls come several times a step.
+		switch {
+		case !found, c.priority > best.priority:
+		case c.priority < best.priority, c.m.cut && !best.m.cut:
+			continue
+		case c.m.cut == best.m.cut && c.n <= best.n:
+			continue
 		}
+		best, found = c, true
 	}
 	return best, found && best.n > cfg.LearnMin
 }
@@ -392,8 +418,8 @@ func anchorFor(th *threadTokens, c candidate, tr tier, cfg Config) Anchor {
 	_, _, within, afterData := clustersWithin(th.toks, c.m, cfg.NoLaunchCounts)
 	return Anchor{PID: th.pid, TID: th.tid, m: c.m, Calls: c.m.String(), byCalls: cfg.NoLaunchCounts, seen: c.n, inCluster: within,
 		afterData: 2*afterData >= c.n,
-		Reason: fmt.Sprintf("one %s a step, ~%d %s apart, seen %d times%s",
-			c.m, c.median, unit, c.n, loose)}
+		Reason: fmt.Sprintf("%s %s a step, ~%d %s apart, seen %d times%s",
+			reasonWord(c.m), c.m, c.median, unit, c.n, loose)}
 }
 
 func learnFixed(threads []*threadTokens, m matcher, cfg Config) (Anchor, bool) {

@@ -52,6 +52,9 @@ type builder struct {
 	// loop syncing after its copy in and after its optimizer ends its
 	// steps at the second sync, so that a step begins with its fetch.
 	limboData, needWork bool
+	// armed: a cut boundary's step has begun its compute since its fetch
+	// (cuts.go arms).
+	armed bool
 
 	// freshReading: the last elapsed-time reading that ended a step timed
 	// that step (its events were recorded after the step began). While
@@ -158,6 +161,12 @@ func (b *builder) add(it *item) []Step {
 	if it.isWait || e.Kind == events.KindWrite {
 		// A wait (or a write) does not end a cluster; after a boundary it
 		// belongs to the next step, which it begins.
+		if b.pending && b.anchor.m.cut && isDataEvent(it) {
+			out := b.close()
+			b.cur = append(b.cur, *it)
+			b.armed = false
+			return out
+		}
 		if b.pending {
 			b.limbo = append(b.limbo, *it)
 			b.limboData = b.limboData || isDataEvent(it)
@@ -171,6 +180,9 @@ func (b *builder) add(it *item) []Step {
 	work := e.Launches + e.GraphLaunches
 	if b.staleSkipped {
 		b.workSinceSkip += work
+	}
+	if b.anchor.m.cut {
+		return b.addCut(it, match)
 	}
 	switch {
 	case !match || work != 0:
@@ -232,6 +244,43 @@ func (b *builder) add(it *item) []Step {
 	return out
 }
 
+// addCut adds a call for a cut boundary (cuts.go): each boundary call
+// extends the step, whatever work came between; a data event after one
+// closes it there.
+func (b *builder) addCut(it *item, match bool) []Step {
+	var out []Step
+	e := &it.ev
+	work := e.Launches + e.GraphLaunches
+	key := match
+	if match {
+		b.armed = b.armed || work > 0
+		match = b.armed
+	}
+	switch {
+	case match:
+		if b.pending {
+			b.cur = append(b.cur, b.limbo...)
+			b.limbo = b.limbo[:0]
+			b.infer.merge(b.inferNext)
+			b.inferNext = inferStats{}
+		}
+		b.cur = append(b.cur, *it)
+		b.pending, b.pendingEnd = true, it.ev.End
+	case b.pending && isDataEvent(it):
+		out = b.close()
+		b.cur = append(b.cur, *it)
+		b.armed = false
+	case b.pending:
+		b.limbo = append(b.limbo, *it)
+	default:
+		b.cur = append(b.cur, *it)
+	}
+	if !key {
+		b.armed = b.armed || arms(keyOf(e.Desc(), e), work, isDataEvent(it))
+	}
+	return out
+}
+
 // fetchedSinceBoundary says whether the current step holds a data event
 // after its last boundary-kind call.
 func (b *builder) fetchedSinceBoundary() bool {
@@ -281,7 +330,7 @@ func (b *builder) measure() Step {
 	s := Step{Index: b.index, PID: b.anchor.PID, TID: b.anchor.TID, StartNS: b.prevEnd, EndNS: b.pendingEnd,
 		OtherLaunches: b.others, LaunchesCounted: b.complete && !b.byCalls, WaitKindsCounted: b.waitsObserved && b.waitsComplete}
 	s.WallTime = seconds(s.EndNS - s.StartNS)
-	var readings, waits []item
+	var readings, waits, takes []item
 	var writes [][2]uint64 // start, and end once the GIL is back
 	var data, dataWaits []span
 	var toks []phaseToken
@@ -318,6 +367,9 @@ func (b *builder) measure() Step {
 				computeStart = e.Start
 			}
 			probeStarts = append(probeStarts, e.Start)
+			continue
+		case "get": // a get that is no wait (correlator.Add)
+			takes = append(takes, *it)
 			continue
 		case "infer", "step":
 			continue
@@ -372,7 +424,7 @@ func (b *builder) measure() Step {
 	if firstLaunch != 0 && (firstCall == 0 || firstLaunch < firstCall) {
 		firstCall = firstLaunch
 	}
-	begin, dispatch := b.measureWaits(&s, waits, writes, firstCall)
+	begin, dispatch := b.measureWaits(&s, waits, takes, writes, firstCall)
 	var marks []uint64
 	for _, r := range readings {
 		if r.mark > begin {
@@ -388,6 +440,7 @@ func (b *builder) measure() Step {
 		phases, s.DataSource = dataPhases(begin, s.EndNS, sortedStarts(probeStarts), data), DataProbe
 	case s.LaunchesCounted:
 		phases, s.DataSource = dataPhases(begin, s.EndNS, sortedStarts(launchStarts), data), DataLaunches
+		endAtLastCall(phases, toks, data)
 		if sh, ok := learnShape(toks, phases, begin, dataWaits); ok {
 			b.shape = sh
 		}
@@ -495,7 +548,7 @@ func (b *builder) measurePool(s *Step, r poolRead) {
 // or wait, and at its first wait if that is a dispatch wait. It returns
 // that beginning, where the data phases start (phases.go), and the dispatch
 // waits, which they leave out.
-func (b *builder) measureWaits(s *Step, waits []item, writes [][2]uint64, firstCall uint64) (begin uint64, dispatch []span) {
+func (b *builder) measureWaits(s *Step, waits, takes []item, writes [][2]uint64, firstCall uint64) (begin uint64, dispatch []span) {
 	s.WaitsObserved = b.waitsObserved
 	slices.SortStableFunc(waits, func(a, b item) int { return cmp.Compare(a.ev.Start, b.ev.Start) })
 	begin = s.StartNS
@@ -518,7 +571,7 @@ func (b *builder) measureWaits(s *Step, waits []item, writes [][2]uint64, firstC
 	}
 	s.LeadIn = seconds(begin - s.StartNS)
 	if s.WaitsObserved && b.waitsComplete {
-		b.needs.note(waits, fromWrite && begin != s.StartNS)
+		b.needs.note(waits, takes, fromWrite && begin != s.StartNS)
 	}
 	var covered uint64
 	longest := map[string]uint64{}
@@ -579,14 +632,21 @@ const needStepsKept = 16
 // is counted as step time, which a median does not see.
 const writeStepsNeeded = needStepsKept / 4
 
-// note adds a step's waits (in start order).
-func (n *waitNeeds) note(waits []item, leadInAtWrite bool) {
+// note adds a step's waits (in start order), and the gets that were no
+// wait: the waits inside any get are the get's.
+func (n *waitNeeds) note(waits, takes []item, leadInAtWrite bool) {
 	step := WaitProbes{Writes: leadInAtWrite}
 	var gets [][2]uint64
+	for _, g := range [][]item{waits, takes} {
+		for i := range g {
+			if e := &g[i].ev; g[i].role == "get" {
+				gets = append(gets, [2]uint64{e.Start, e.End})
+			}
+		}
+	}
 	for i := range waits {
 		e := &waits[i].ev
 		if waits[i].role == "get" {
-			gets = append(gets, [2]uint64{e.Start, e.End})
 			continue
 		}
 		if e.Kind != events.KindPyWait || slices.Contains(step.Funcs, e.Name) ||

@@ -333,9 +333,8 @@ func (c *Correlator) Add(e *events.Event) []Step {
 			c.sum.addWait(e, it.wait, it.what)
 		}
 		c.sum.addUser(e, up)
-		if !wait && up.Role == "get" {
-			return nil // not known to be a wait: no part of a step, nor a boundary
-		}
+		// A get that is no wait took a sample that was there: part of the
+		// step's data phase (isDataEvent), never a boundary.
 	default:
 		c.sum.addEvent(e, a)
 	}
@@ -516,7 +515,7 @@ func (c *Correlator) emit(steps []Step) []Step {
 			s.InferEngines = max(1, c.activeEngines(s.EndNS))
 			s.InferCapacity = float64(s.InferEngines) / s.InferBatchTime
 		}
-		c.pools.measure(&steps[i])
+		c.pools.measure(&steps[i], c.cfg.BatchSize > 0)
 		if c.cfg.GPUs != nil {
 			c.cfg.GPUs.join(&steps[i])
 		}

@@ -61,7 +61,15 @@ func (g *wholeGets) inGet(frames []events.PyFrame) bool {
 type waitEnd struct {
 	kind WaitKind
 	end  uint64
+	// take: a poll of the queue's pipe that returned within blockedMin,
+	// as get_nowait's (or get(timeout=...)'s with its sample there) does
+	// before it reads: the get took a sample that was there.
+	take bool
 }
+
+// blockedMin is how long a get's poll must block to be a wait: a
+// get_nowait's poll(0) took 6-40 µs on the H200 host.
+const blockedMin = 100e3
 
 func newWholeGets(user map[uint16]UserProbe) wholeGets {
 	return wholeGets{last: map[uint64]waitEnd{}, kind: map[uint64]WaitKind{}, fns: getFuncs(user)}
@@ -72,16 +80,33 @@ func newWholeGets(user map[uint16]UserProbe) wholeGets {
 // kind of the thread's gets, whole gets timed yet or not.
 func (g *wholeGets) noteWait(e *events.Event, kind WaitKind) {
 	k := threadID(e.PID, e.TID)
-	g.last[k] = waitEnd{kind, e.End}
-	if (kind == WaitDispatch || kind == WaitData) && g.inGet(e.Frames) {
+	take := e.Duration() < blockedMin && pipePoll(e.Frames)
+	g.last[k] = waitEnd{kind, e.End, take}
+	if (kind == WaitDispatch || kind == WaitData) && !take && g.inGet(e.Frames) {
 		g.kind[k] = kind
 	}
 }
 
-// kindOf returns the kind of wait a whole get e is, if known.
+// pipePoll says whether a wait is a multiprocessing connection's poll.
+func pipePoll(frames []events.PyFrame) bool {
+	for _, f := range frames {
+		if strings.HasSuffix(f.File, "multiprocessing/connection.py") && strings.HasSuffix(f.Func, "poll") {
+			return true
+		}
+	}
+	return false
+}
+
+// kindOf returns the kind of wait a whole get e is, if known. A get whose
+// poll found its sample there at once is no wait however the thread's
+// other gets waited: a controller polling qsize() and then taking its
+// batch with get_nowait; its time is the step's data time.
 func (g *wholeGets) kindOf(e *events.Event) (WaitKind, bool) {
 	k := threadID(e.PID, e.TID)
 	if w, ok := g.last[k]; ok && w.end >= e.Start && w.end <= e.End && (w.kind == WaitDispatch || w.kind == WaitData) {
+		if w.take {
+			return 0, false
+		}
 		g.kind[k] = w.kind
 		return w.kind, true
 	}

@@ -92,6 +92,9 @@ func (k key) less(o key) bool {
 type matcher struct {
 	key    key
 	anyDir bool
+	// cut: a step ends at the last such call before each fetch, however
+	// many come between (cuts.go), not at each cluster of them.
+	cut bool
 }
 
 func (m matcher) match(k key) bool {

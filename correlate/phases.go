@@ -49,7 +49,7 @@ func isDataEvent(it *item) bool {
 	switch {
 	case it.isWait:
 		return it.wait == WaitDispatch || it.wait == WaitData
-	case it.role == "data" || it.role == "fetch":
+	case it.role == "data" || it.role == "fetch" || it.role == "get":
 		return true
 	case it.role != "" || it.ev.Kind != events.KindCall:
 		return false
@@ -74,7 +74,7 @@ func isPhaseToken(it *item) bool {
 		return false
 	}
 	if e.API >= cudaapi.UserBase {
-		return true
+		return it.role != "get" // as many as the samples a step takes
 	}
 	switch a := e.Desc(); a.Class {
 	case cudaapi.ClassSync, cudaapi.ClassElapsed:
@@ -111,6 +111,30 @@ func dataPhases(begin, end uint64, starts []uint64, data []span) []span {
 			return phases
 		}
 		cur, inData = data[di].start, true
+	}
+}
+
+// endAtLastCall ends each phase placed by launches at the end of its last
+// data event or always-probed call: the copy in, the sync that waits for
+// it, the wait for the batch. The time from there to the first kernel is
+// the model's own Python (its forward's dispatch), not data.
+func endAtLastCall(phases []span, toks []phaseToken, data []span) {
+	for i := range phases {
+		p := &phases[i]
+		last := uint64(0)
+		for _, t := range toks {
+			if t.start >= p.start && t.end <= p.end {
+				last = max(last, t.end)
+			}
+		}
+		for _, d := range data {
+			if d.start >= p.start && d.end <= p.end {
+				last = max(last, d.end)
+			}
+		}
+		if last != 0 {
+			p.end = last
+		}
 	}
 }
 

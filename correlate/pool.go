@@ -36,10 +36,15 @@ type pools struct {
 	kinds    map[uint64]string
 	gotBy    map[uint32]uint64 // thread -> the queue it last waited to get from
 	putInto  uint64            // the queue a put last blocked on
+	// batches: queues a DataLoader's waits were on. Each item is a whole
+	// batch of a size gpuprof does not know, so their takes are no
+	// sample counts.
+	batches map[uint64]bool
+	loader  bool // a thread of the process waited in a DataLoader
 }
 
 func newPools() pools {
-	return pools{readings: map[uint64][]poolReading{}, kinds: map[uint64]string{}, gotBy: map[uint32]uint64{}}
+	return pools{readings: map[uint64][]poolReading{}, kinds: map[uint64]string{}, gotBy: map[uint32]uint64{}, batches: map[uint64]bool{}}
 }
 
 // add takes a KindPool event.
@@ -55,12 +60,18 @@ func (p *pools) add(e *events.Event) {
 
 // noteWait remembers which queue a wait was on.
 func (p *pools) noteWait(tid uint32, kind WaitKind, queue uint64) {
+	if kind == WaitData {
+		p.loader = true
+	}
 	if queue == 0 {
 		return
 	}
 	switch kind {
 	case WaitDispatch, WaitData: // a sample pool, or a DataLoader's batches
 		p.gotBy[tid] = queue
+		if kind == WaitData {
+			p.batches[queue] = true
+		}
 	case WaitFull:
 		p.putInto = queue
 	}
@@ -82,9 +93,16 @@ func (p *pools) pick(tid uint32) (uint64, bool) {
 }
 
 // measure sets the step's pool, unless read as its last call returned:
-// the last reading at or before its end.
-func (p *pools) measure(s *Step) {
+// the last reading at or before its end. Items taken from a DataLoader's
+// queue are batches: no samples, so no train_capacity or thru from them.
+// So are those of a process one of whose threads waits in a DataLoader
+// (its pin-memory thread, where the loop never waits: its pool is the
+// pinned batches' queue).
+func (p *pools) measure(s *Step, batchKnown bool) {
 	q, ok := p.pick(s.TID)
+	if (ok && p.batches[q] || p.loader) && s.SamplesMeasured && !batchKnown {
+		s.Samples, s.SamplesMeasured, s.TrainCapacity, s.Thru = 0, false, 0, 0
+	}
 	if s.PoolMeasured {
 		s.PoolKind = p.kinds[q]
 		return

@@ -41,7 +41,7 @@ func TestPoolReadings(t *testing.T) {
 	p.noteWait(engine, WaitFull, 0xb0)
 
 	s := Step{TID: trainer, EndNS: 250}
-	p.measure(&s)
+	p.measure(&s, false)
 	if !s.PoolMeasured || s.Pool != 40 {
 		t.Fatalf("no get seen yet: pool %d (measured %v), want the put queue's 40", s.Pool, s.PoolMeasured)
 	}
@@ -52,7 +52,7 @@ func TestPoolReadings(t *testing.T) {
 		ok   bool
 	}{{99, 0, false}, {100, 3, true}, {250, 2, true}, {300, 5, true}, {300 + poolStale + 1, 0, false}} {
 		s := Step{TID: trainer, EndNS: tc.end}
-		p.measure(&s)
+		p.measure(&s, false)
 		if s.PoolMeasured != tc.ok || s.Pool != tc.want {
 			t.Errorf("step ending at %d: pool %d (measured %v), want %d (%v)", tc.end, s.Pool, s.PoolMeasured, tc.want, tc.ok)
 		}

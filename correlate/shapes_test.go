@@ -30,8 +30,8 @@ func syncLoop(t *testing.T, main, grad *thread, steps int, dataNS uint64) []phas
 		main.loaderWait(dataNS)
 		main.call(t, "cudaMemcpyAsync", 30*us, 0xa000, 0xb000, 2<<20, 1, 0)
 		main.call(t, "cudaDeviceSynchronize", 150*us)
+		computeStart := main.t // the loop's t_data, after its sync
 		main.idle(40 * us)
-		computeStart := main.t
 		main.launch(12, 10*us)
 		grad.t = main.t
 		grad.launch(40, 10*us)

@@ -63,6 +63,9 @@ type Summary struct {
 	// DataEstimated is how many steps' data time was estimated
 	// (DataCalibrated): their launches were not counted.
 	DataEstimated int
+	// LoaderBatches: the process takes whole batches from a DataLoader,
+	// whose items are no sample counts (pools.measure).
+	LoaderBatches bool
 	FetchTime     Dist
 	TrainCapacity Dist
 	InferCapacity Dist
@@ -266,6 +269,11 @@ func (c *Correlator) Summary() Summary {
 	out.DataEstimated = s.dataEst
 	out.FetchTime, out.TrainCapacity, out.InferCapacity = dist(s.fetchT), dist(s.trainCap), dist(s.inferCap)
 	out.Pool, out.PoolKind, out.Samples = dist(s.pool), s.poolKind, dist(s.samples)
+	if c.pools.loader && c.cfg.BatchSize == 0 {
+		// Steps reported before a DataLoader's wait was first seen
+		// counted its batches as samples (pools.measure).
+		out.TrainCapacity, out.Samples, out.LoaderBatches = Dist{}, Dist{}, true
+	}
 	out.DispatchOn, _ = largest(s.dispatchOn)
 	out.GPU = s.gpu.summary()
 	out.Engines = c.Engines()

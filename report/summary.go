@@ -99,7 +99,12 @@ func WriteSummary(w io.Writer, s Summary) {
 			fmt.Fprintf(w, "data_time: %d of %d steps estimated (data_source \"calibrated\"): their launches were not counted, "+
 				"so each data phase ends where the latest counted step's did, by the same calls\n", r.DataEstimated, r.Steps)
 		}
-		if r.TrainCapacity.N == 0 && !s.Engine {
+		switch {
+		case r.TrainCapacity.N > 0 || s.Engine:
+		case r.LoaderBatches:
+			fmt.Fprintln(w, "thru and train_capacity: not measured: the loop takes whole batches from a DataLoader, "+
+				"of a size gpuprof does not read; pass --batch-size N, the samples a step trains on")
+		default:
 			fmt.Fprintln(w, "thru and train_capacity: not measured: no pool's takes were counted (its gets never blocked, "+
 				"or it is not a Python queue); pass --batch-size N, the samples a step trains on")
 		}
