@@ -334,7 +334,7 @@ func (b *builder) measure() Step {
 	var writes [][2]uint64 // start, and end once the GIL is back
 	var data, dataWaits []span
 	var toks []phaseToken
-	var launchStarts, probeStarts []uint64
+	var launchStarts, probeStarts, launchEnds, probeEnds []uint64
 	var firstLaunch, lastSyncAfter, firstCall, computeStart uint64
 	for i := range b.cur {
 		it := &b.cur[i]
@@ -366,7 +366,7 @@ func (b *builder) measure() Step {
 			if computeStart == 0 {
 				computeStart = e.Start
 			}
-			probeStarts = append(probeStarts, e.Start)
+			probeStarts, probeEnds = append(probeStarts, e.Start), append(probeEnds, e.End)
 			continue
 		case "get": // a get that is no wait (correlator.Add)
 			takes = append(takes, *it)
@@ -381,7 +381,7 @@ func (b *builder) measure() Step {
 		s.Launches += int(e.Launches)
 		s.GraphLaunches += int(e.GraphLaunches)
 		if e.Launches+e.GraphLaunches > 0 {
-			launchStarts = append(launchStarts, e.LaunchFirst)
+			launchStarts, launchEnds = append(launchStarts, e.LaunchFirst), append(launchEnds, e.LaunchLast)
 			if firstLaunch == 0 || e.LaunchFirst < firstLaunch {
 				firstLaunch = e.LaunchFirst
 			}
@@ -425,21 +425,24 @@ func (b *builder) measure() Step {
 		firstCall = firstLaunch
 	}
 	begin, dispatch := b.measureWaits(&s, waits, takes, writes, firstCall)
-	var marks []uint64
+	var marks, markEnds []uint64 // the readings' start and end events' records
 	for _, r := range readings {
 		if r.mark > begin {
 			marks = append(marks, r.mark)
+		}
+		if r.span[1] != 0 {
+			markEnds = append(markEnds, r.span[1])
 		}
 	}
 	slices.SortFunc(data, func(a, b span) int { return cmp.Compare(a.start, b.start) })
 	var phases []span
 	switch {
 	case len(marks) > 0:
-		phases, s.DataSource = dataPhases(begin, s.EndNS, sortedStarts(marks), data), DataEvents
+		phases, s.DataSource = dataPhases(begin, s.EndNS, sortedStarts(marks), markEnds, data), DataEvents
 	case len(probeStarts) > 0:
-		phases, s.DataSource = dataPhases(begin, s.EndNS, sortedStarts(probeStarts), data), DataProbe
+		phases, s.DataSource = dataPhases(begin, s.EndNS, sortedStarts(probeStarts), probeEnds, data), DataProbe
 	case s.LaunchesCounted:
-		phases, s.DataSource = dataPhases(begin, s.EndNS, sortedStarts(launchStarts), data), DataLaunches
+		phases, s.DataSource = dataPhases(begin, s.EndNS, sortedStarts(launchStarts), launchEnds, data), DataLaunches
 		endAtLastCall(phases, toks, data)
 		if sh, ok := learnShape(toks, phases, begin, dataWaits); ok {
 			b.shape = sh

@@ -87,8 +87,11 @@ func isPhaseToken(it *item) bool {
 
 // dataPhases walks a step from begin: a data phase runs to the next
 // compute start, and the next one begins at the first data event after
-// that. It returns the phases closed by a compute start.
-func dataPhases(begin, end uint64, starts []uint64, data []span) []span {
+// that, or where the compute before it was last submitted to (the
+// latest of ends before that event: a loop's CPU work between its
+// micro-batches, a sleep standing for collation, is data loading). It
+// returns the phases closed by a compute start.
+func dataPhases(begin, end uint64, starts, ends []uint64, data []span) []span {
 	var phases []span
 	cur, inData := begin, true
 	si, di := 0, 0
@@ -110,8 +113,23 @@ func dataPhases(begin, end uint64, starts []uint64, data []span) []span {
 		if di == len(data) || data[di].start >= end {
 			return phases
 		}
-		cur, inData = data[di].start, true
+		from := data[di].start
+		if last := latestIn(ends, cur, from); last != 0 {
+			from = last
+		}
+		cur, inData = from, true
 	}
+}
+
+// latestIn is the latest of xs in (lo, hi], 0 if none.
+func latestIn(xs []uint64, lo, hi uint64) uint64 {
+	var last uint64
+	for _, x := range xs {
+		if x > lo && x <= hi {
+			last = max(last, x)
+		}
+	}
+	return last
 }
 
 // endAtLastCall ends each phase placed by launches at the end of its last
