@@ -3,6 +3,7 @@ package correlate
 import (
 	"cmp"
 	"slices"
+	"strings"
 
 	"github.com/gpuprof/gpuprof/cudaapi"
 	"github.com/gpuprof/gpuprof/events"
@@ -299,7 +300,9 @@ func (b *builder) fetchedSinceBoundary() bool {
 // finish closes a step whose boundary was seen; a partial step after the
 // last boundary is dropped.
 func (b *builder) finish() []Step {
-	if !b.pending {
+	if !b.pending || b.anchor.m.cut {
+		// A cut step ends at its last boundary call before the next
+		// fetch: without that fetch its end is not known.
 		return nil
 	}
 	return b.close()
@@ -332,7 +335,7 @@ func (b *builder) measure() Step {
 	s.WallTime = seconds(s.EndNS - s.StartNS)
 	var readings, waits, takes []item
 	var writes [][2]uint64 // start, and end once the GIL is back
-	var data, dataWaits []span
+	var data, dataWaits, calls []span // calls: the thread's calls, gets that were no wait included
 	var toks []phaseToken
 	var launchStarts, probeStarts, launchEnds, probeEnds []uint64
 	var firstLaunch, lastSyncAfter, firstCall, computeStart uint64
@@ -356,6 +359,7 @@ func (b *builder) measure() Step {
 			waits = append(waits, *it)
 			continue
 		}
+		calls = append(calls, span{e.Start, e.End})
 		switch it.role {
 		case "data", "fetch":
 			s.FetchTime += seconds(e.Duration())
@@ -424,7 +428,7 @@ func (b *builder) measure() Step {
 	if firstLaunch != 0 && (firstCall == 0 || firstLaunch < firstCall) {
 		firstCall = firstLaunch
 	}
-	begin, dispatch := b.measureWaits(&s, waits, takes, writes, firstCall)
+	begin, dispatch := b.measureWaits(&s, waits, takes, calls, writes, firstCall)
 	var marks, markEnds []uint64 // the readings' start and end events' records
 	for _, r := range readings {
 		if r.mark > begin {
@@ -551,7 +555,7 @@ func (b *builder) measurePool(s *Step, r poolRead) {
 // or wait, and at its first wait if that is a dispatch wait. It returns
 // that beginning, where the data phases start (phases.go), and the dispatch
 // waits, which they leave out.
-func (b *builder) measureWaits(s *Step, waits, takes []item, writes [][2]uint64, firstCall uint64) (begin uint64, dispatch []span) {
+func (b *builder) measureWaits(s *Step, waits, takes []item, calls []span, writes [][2]uint64, firstCall uint64) (begin uint64, dispatch []span) {
 	s.WaitsObserved = b.waitsObserved
 	slices.SortStableFunc(waits, func(a, b item) int { return cmp.Compare(a.ev.Start, b.ev.Start) })
 	begin = s.StartNS
@@ -576,7 +580,7 @@ func (b *builder) measureWaits(s *Step, waits, takes []item, writes [][2]uint64,
 	if s.WaitsObserved && b.waitsComplete {
 		b.needs.note(waits, takes, fromWrite && begin != s.StartNS)
 	}
-	var covered uint64
+	var covered, polling uint64 // polling: the end of the last sleep for samples, nothing else since
 	longest := map[string]uint64{}
 	// A wait inside another (a semaphore wait inside a timed queue get,
 	// --probe dispatch=py:queue:Queue.get) is part of the outer one:
@@ -589,8 +593,15 @@ func (b *builder) measureWaits(s *Step, waits, takes []item, writes [][2]uint64,
 		covered = hi
 		d := hi - lo
 		s.GILWait += seconds(min(w.gil, d))
+		sleep := w.wait == WaitDispatch && strings.HasPrefix(w.what, "time.sleep")
 		switch w.wait {
 		case WaitDispatch:
+			if sleep && polling != 0 && lo > polling && lo-polling <= pollGap && !anyIn(calls, polling, lo) {
+				// The loop checking its pool between two sleeps is
+				// waiting all the same.
+				d += lo - polling
+				lo = polling
+			}
 			s.DispatchWait += seconds(d)
 			dispatch = append(dispatch, span{lo, hi})
 		case WaitData:
@@ -603,10 +614,29 @@ func (b *builder) measureWaits(s *Step, waits, takes []item, writes [][2]uint64,
 			s.FullWait += seconds(d)
 		}
 		longest[w.what] += d
+		polling = 0
+		if sleep {
+			polling = hi
+		}
 	}
 	s.WaitedOn, _ = largest(longest)
 	s.StepTime = s.WallTime - s.DispatchWait - s.LeadIn
 	return begin, dispatch
+}
+
+// pollGap bounds the time between two sleeps for samples that counts as
+// waiting too: a loop polling its pool's qsize() in a sleep loop
+// (AngelSpec's controller; it logs the whole loop as its wait).
+const pollGap = 1e6
+
+// anyIn says whether a call ran between a and b.
+func anyIn(calls []span, a, b uint64) bool {
+	for _, c := range calls {
+		if c.start < b && c.end > a {
+			return true
+		}
+	}
+	return false
 }
 
 // waitNeeds is what the step thread's latest steps, of those whose
