@@ -334,7 +334,7 @@ func (b *builder) measure() Step {
 		OtherLaunches: b.others, LaunchesCounted: b.complete && !b.byCalls, WaitKindsCounted: b.waitsObserved && b.waitsComplete}
 	s.WallTime = seconds(s.EndNS - s.StartNS)
 	var readings, waits, takes []item
-	var writes [][2]uint64 // start, and end once the GIL is back
+	var writes [][2]uint64            // start, and end once the GIL is back
 	var data, dataWaits, calls []span // calls: the thread's calls, gets that were no wait included
 	var toks []phaseToken
 	var launchStarts, probeStarts, launchEnds, probeEnds []uint64
