@@ -320,7 +320,11 @@ func (c *Correlator) Add(e *events.Event) []Step {
 		it.wait, it.what, queue = classifyWait(e)
 		it.isWait = true
 		c.pools.noteWait(e.TID, it.wait, queue)
-		c.gets.noteWait(e, it.wait)
+		if c.gets.noteWait(e, it.wait) && it.wait == WaitDispatch {
+			// Part of taking a sample that was there (gets.go takes):
+			// the step's data, not a wait for samples.
+			it.wait = WaitData
+		}
 		c.sum.addWait(e, it.wait, it.what)
 	case user:
 		it.role = up.Role

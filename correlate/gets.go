@@ -21,6 +21,9 @@ import (
 type wholeGets struct {
 	last map[uint64]waitEnd  // by pid<<32|tid: the thread's last wait
 	kind map[uint64]WaitKind // by pid<<32|tid: the kind of its last get known
+	// polled: by pid<<32|tid, when the thread's last get poll that found
+	// its sample there returned (takes).
+	polled map[uint64]uint64
 	fns  []getFunc           // the functions whole gets are probed on
 }
 
@@ -61,9 +64,7 @@ func (g *wholeGets) inGet(frames []events.PyFrame) bool {
 type waitEnd struct {
 	kind WaitKind
 	end  uint64
-	// take: a poll of the queue's pipe that returned within blockedMin,
-	// as get_nowait's (or get(timeout=...)'s with its sample there) does
-	// before it reads: the get took a sample that was there.
+	// take: the wait was part of taking a sample that was there (takes).
 	take bool
 }
 
@@ -74,19 +75,41 @@ type waitEnd struct {
 const blockedMin = 1e6
 
 func newWholeGets(user map[uint16]UserProbe) wholeGets {
-	return wholeGets{last: map[uint64]waitEnd{}, kind: map[uint64]WaitKind{}, fns: getFuncs(user)}
+	return wholeGets{last: map[uint64]waitEnd{}, kind: map[uint64]WaitKind{}, polled: map[uint64]uint64{}, fns: getFuncs(user)}
+}
+
+// takes says whether a wait inside a multiprocessing get was part of
+// taking a sample that was there, not waiting for one. A get that may not
+// block (get_nowait, get(block=False)) or may only for a while
+// (get(timeout=...)) polls the queue's pipe first and reads the item after:
+// such a get waited only if its poll blocked (blockedMin). polledAt is when
+// the thread's last such short poll returned: a read right after it is the
+// same get's.
+func takes(e *events.Event, polledAt uint64) bool {
+	switch {
+	case pipePoll(e.Frames):
+		return e.Duration() < blockedMin
+	case inFunc(e.Frames, "Queue.get_nowait"):
+		return true
+	}
+	return polledAt != 0 && e.Start >= polledAt && e.Start-polledAt < blockedMin
 }
 
 // noteWait remembers a Python wait; it comes before the get it is in
 // (events come as calls return). One inside the get function names the
-// kind of the thread's gets, whole gets timed yet or not.
-func (g *wholeGets) noteWait(e *events.Event, kind WaitKind) {
+// kind of the thread's gets, whole gets timed yet or not. It says whether
+// the wait was part of taking a sample that was there (takes).
+func (g *wholeGets) noteWait(e *events.Event, kind WaitKind) bool {
 	k := threadID(e.PID, e.TID)
-	take := e.Duration() < blockedMin && pipePoll(e.Frames)
+	take := takes(e, g.polled[k])
+	if take && pipePoll(e.Frames) {
+		g.polled[k] = e.End
+	}
 	g.last[k] = waitEnd{kind, e.End, take}
 	if (kind == WaitDispatch || kind == WaitData) && !take && g.inGet(e.Frames) {
 		g.kind[k] = kind
 	}
+	return take
 }
 
 // pipePoll says whether a wait is a multiprocessing connection's poll.
@@ -99,12 +122,25 @@ func pipePoll(frames []events.PyFrame) bool {
 	return false
 }
 
-// kindOf returns the kind of wait a whole get e is, if known. A get whose
-// poll found its sample there at once is no wait however the thread's
+// inFunc says whether frames hold a multiprocessing queue's fn.
+func inFunc(frames []events.PyFrame, fn string) bool {
+	for _, f := range frames {
+		if f.Func == fn && strings.HasSuffix(f.File, "multiprocessing/queues.py") {
+			return true
+		}
+	}
+	return false
+}
+
+// kindOf returns the kind of wait a whole get e is, if known. A get that
+// took a sample that was there (takes) is no wait however the thread's
 // other gets waited: a controller polling qsize() and then taking its
 // batch with get_nowait; its time is the step's data time.
 func (g *wholeGets) kindOf(e *events.Event) (WaitKind, bool) {
 	k := threadID(e.PID, e.TID)
+	if p := g.polled[k]; p >= e.Start && p <= e.End {
+		return 0, false
+	}
 	if w, ok := g.last[k]; ok && w.end >= e.Start && w.end <= e.End && (w.kind == WaitDispatch || w.kind == WaitData) {
 		if w.take {
 			return 0, false

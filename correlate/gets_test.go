@@ -258,3 +258,63 @@ func TestWaitProbesCover(t *testing.T) {
 		}
 	}
 }
+
+// TestGetsThatFindTheirSampleAreTakes: a controller that polls qsize()
+// and then takes its batch with get_nowait: each get's pipe poll returns
+// at once and the read after it finds the item. Those gets are taking
+// samples that were there, data time, however the thread's earlier get
+// waited; a get(timeout=...) whose poll blocks is a wait.
+func TestGetsThatFindTheirSampleAreTakes(t *testing.T) {
+	conn := "/usr/lib/python3.12/multiprocessing/connection.py"
+	queues := "/usr/lib/python3.12/multiprocessing/queues.py"
+	poll := []events.PyFrame{{Func: "_PollLikeSelector.select", File: "/usr/lib/python3.12/selectors.py"},
+		{Func: "Connection._poll", File: conn}, {Func: "_ConnectionBase.poll", File: conn}, {Func: "Queue.get", File: queues},
+		{Func: "controller", File: "train.py"}}
+	read := []events.PyFrame{{Func: "Connection._recv", File: conn}, {Func: "_ConnectionBase.recv_bytes", File: conn},
+		{Func: "Queue.get", File: queues}, {Func: "Queue.get_nowait", File: queues}, {Func: "controller", File: "train.py"}}
+	blocked := []events.PyFrame{{Func: "Connection.recv_bytes", File: conn}, {Func: "Queue.get", File: queues},
+		{Func: "controller", File: "train.py"}}
+	wait := func(tr *thread, d uint64, frames []events.PyFrame) {
+		tr.evs = append(tr.evs, events.Event{Kind: events.KindPyWait, PID: 100, TID: 101, Start: tr.t, End: tr.t + d, Frames: frames})
+		tr.t += d
+	}
+	tr := newThread(100, 101, 0)
+	var timed []bool // steps whose get blocked in its poll
+	for i := range 60 {
+		start := tr.t
+		tr.idle(30 * us)
+		switch {
+		case i == 2: // a blocking get that waited: the thread's gets are waits
+			wait(tr, 4*ms, blocked)
+		case i%10 == 7: // get(timeout=...): its poll blocks for the sample
+			wait(tr, 3*ms, poll)
+		default: // get_nowait: the poll returns at once, the read finds the item
+			wait(tr, 15*us, poll)
+			tr.idle(10 * us)
+			wait(tr, 8*us, read)
+		}
+		timed = append(timed, i == 2 || i%10 == 7)
+		tr.idle(40 * us)
+		tr.getAndTrain(t, start, 30)
+	}
+	_, steps := run(t, wholeGetCfg, tr.evs)
+	if len(steps) != 59 {
+		t.Fatalf("%d steps, want 59", len(steps))
+	}
+	for _, s := range steps {
+		if s.Index < 3 {
+			continue
+		}
+		// Step k begins with iteration k+1's get.
+		if timed[s.Index+1] {
+			if s.DispatchWait < 3e-3 {
+				t.Errorf("step %d: a get that blocked 3 ms in its poll has dispatch_wait %.6f", s.Index, s.DispatchWait)
+			}
+			continue
+		}
+		within(t, "dispatch_wait", s.DispatchWait, 0, 1e-9)
+		if s.DataTime < 100e-6 {
+			t.Errorf("step %d: data_time %.6f leaves out the get's %.6f", s.Index, s.DataTime, 100e-6)
+		}
+	}
+}
