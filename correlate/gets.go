@@ -24,7 +24,7 @@ type wholeGets struct {
 	// polled: by pid<<32|tid, when the thread's last get poll that found
 	// its sample there returned (takes).
 	polled map[uint64]uint64
-	fns  []getFunc           // the functions whole gets are probed on
+	fns    []getFunc // the functions whole gets are probed on
 }
 
 // getFunc is a Python function whole gets are probed on (a role get
