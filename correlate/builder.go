@@ -185,8 +185,9 @@ func (b *builder) add(it *item) []Step {
 	case !match || work != 0:
 	case b.counted && b.needWork:
 		match = false
-	case !b.counted && b.anchor.afterData && b.fetchedSinceBoundary():
-		// Without launch counts no work shows: the loop's sync after its
+	case !b.complete && b.anchor.afterData && b.fetchedSinceBoundary():
+		// Without launch counts all through the step (they may have come
+		// on since its fetch) no work shows: the loop's sync after its
 		// copy in is known from where learning saw it.
 		match = false
 	}

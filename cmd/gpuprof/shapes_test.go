@@ -41,7 +41,7 @@ const shapeAttach = "5s"
 // medians and as means over the matched steps (a dispatch wait the truth
 // does not have, under 5% of step_time); the verdict by the seed's rule
 // applied to the log. Every shape on pyenv-3.12; a data-bound run of each
-// Python shape (polled has none: its inference-bound one) on every other
+// Python shape (polled: its inference-bound one, the poll its point) on every other
 // interpreter.
 func TestLoopShapes(t *testing.T) {
 	testenv.RequireRoot(t)
@@ -54,7 +54,7 @@ func TestLoopShapes(t *testing.T) {
 			[]string{python, script, build, "--shape", shape, "--mode", mode, "--steps", "100000"}}
 	}
 	if python, ok := pythons["pyenv-3.12"]; ok {
-		for _, sm := range []string{"sync/data", "sync/compute", "accum/data", "accum/compute", "accum/infer", "polled/infer", "polled/compute"} {
+		for _, sm := range []string{"sync/data", "sync/compute", "accum/data", "accum/compute", "accum/infer", "polled/data", "polled/infer", "polled/compute"} {
 			shape, mode, _ := strings.Cut(sm, "/")
 			runs = append(runs, py("pyenv-3.12", python, shape, mode))
 		}

@@ -59,6 +59,7 @@ engine_pause, fetch_copies, kernels = {
     ("accum", "data"): (0, 12, (4, 2)),
     ("accum", "compute"): (0, 1, (40, 10)),
     ("accum", "infer"): (0.02, 1, (10, 4)),
+    ("polled", "data"): (0, 12, (20,)),
     ("polled", "infer"): (0.02, 1, (30,)),
     ("polled", "compute"): (0, 1, (100,)),
 }[args.shape, args.mode]
