@@ -142,3 +142,76 @@ func TestMicroBatchDataPhases(t *testing.T) {
 	}
 	checkPhases(t, steps, truth, 0.03)
 }
+
+// TestLastSyncBeforeTheFetch: the Hugging Face Trainer's step reads five
+// values with .item() (a D2H copy and a sync each), kernels launched
+// between them, then copies its next batch in (a sync after each copy)
+// and waits for the one after from its DataLoader. No cluster of syncs
+// comes once a step; the last sync before each fetch does, and the copy
+// in and the wait open the next step.
+func TestLastSyncBeforeTheFetch(t *testing.T) {
+	tr := newThread(100, 101, 0)
+	var truth []phaseTruth
+	for i := range 900 {
+		start := tr.t
+		for range 2 {
+			tr.call(t, "cudaMemcpyAsync", 15*us, 0xa000, 0xb000, 8192, 1, 0)
+			tr.call(t, "cudaStreamSynchronize", 10*us, 0)
+		}
+		tr.loaderWait(uint64(1+i%3) * ms)
+		tr.idle(50 * us)
+		computeStart := tr.t
+		for _, n := range []int{17, 81, 2, 16, 1} {
+			tr.launch(n, 20*us)
+			tr.call(t, "cudaMemcpyAsync", 10*us, 0xc000, 0xd000, 4, 2, 0)
+			tr.call(t, "cudaStreamSynchronize", 200*us, 0)
+		}
+		truth = append(truth, phaseTruth{end: tr.t, data: computeStart - start})
+		tr.idle(300 * us) // logging
+	}
+	c, steps := runPython(t, sample(tr.evs, 4e9, 4e9, 1e9))
+	a, _ := c.Anchor()
+	if a.Calls != "stream sync" || !a.m.cut {
+		t.Fatalf("boundary %q (%s), want the last stream sync before each fetch", a.Calls, a.Reason)
+	}
+	byEnd := map[uint64]bool{}
+	for _, tr := range truth {
+		byEnd[tr.end] = true
+	}
+	for _, s := range steps {
+		if !byEnd[s.EndNS] {
+			t.Fatalf("step %d ends at %d, at no step end of the loop", s.Index, s.EndNS)
+		}
+		if !s.DataMeasured || s.DataTime < 1e-3 {
+			t.Fatalf("step %d (launches counted %v): data_time %v (measured %v), want its copies and wait", s.Index, s.LaunchesCounted, s.DataTime, s.DataMeasured)
+		}
+	}
+	if len(steps) < len(truth)-3 {
+		t.Fatalf("%d steps of %d", len(steps), len(truth))
+	}
+}
+
+// TestPollingBetweenSleepsIsDispatch: a controller polling its pool's
+// qsize() every 2 ms waits all the time it polls, the checks between its
+// sleeps too.
+func TestPollingBetweenSleepsIsDispatch(t *testing.T) {
+	tr := newThread(100, 101, 0)
+	sleep := func(ns uint64) {
+		tr.evs = append(tr.evs, events.Event{Kind: events.KindPyWait, Name: "clock_nanosleep", PID: 100, TID: 101, Start: tr.t, End: tr.t + ns,
+			Frames: []events.PyFrame{{Func: "controller", File: "train.py"}}})
+		tr.t += ns
+	}
+	for range 300 {
+		for range 5 {
+			sleep(2 * ms)
+			tr.idle(40 * us) // q.qsize()
+		}
+		pytorchStep(t, tr, ms, 3*ms, 30, true)
+	}
+	_, steps := runPython(t, tr.evs)
+	for _, s := range steps[5:] {
+		// Five sleeps and the four checks between them; the last check
+		// found the batch and is the step's.
+		within(t, "dispatch_wait", s.DispatchWait, seconds(5*2*ms+4*40*us), 1e-6)
+	}
+}
