@@ -37,7 +37,12 @@ func Line(s correlate.Step, rate float64) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "step %d | step %s", s.Index, Duration(s.StepTime))
 	if s.DataMeasured {
-		fmt.Fprintf(&b, " data %s", Duration(s.DataTime))
+		// ~: estimated from the latest step whose launches were counted.
+		approx := ""
+		if s.DataSource == correlate.DataCalibrated {
+			approx = "~"
+		}
+		fmt.Fprintf(&b, " data %s%s", approx, Duration(s.DataTime))
 	}
 	switch s.ComputeSource {
 	case correlate.ComputeEvents:

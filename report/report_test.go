@@ -25,6 +25,15 @@ func TestLine(t *testing.T) {
 	if got := Line(s, 0); strings.Contains(got, "launches") || strings.Contains(got, "compute") {
 		t.Errorf("uncounted launches or absent compute shown: %q", got)
 	}
+	// An estimated data time says so.
+	s.DataTime, s.DataMeasured, s.DataSource = 0.0151, true, correlate.DataCalibrated
+	if got := Line(s, 0); !strings.Contains(got, " data ~15.1ms ") {
+		t.Errorf("estimated data time not marked: %q", got)
+	}
+	s.DataSource = correlate.DataLaunches
+	if got := Line(s, 0); !strings.Contains(got, " data 15.1ms ") {
+		t.Errorf("measured data time: %q", got)
+	}
 }
 
 func TestUnits(t *testing.T) {
