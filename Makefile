@@ -1,5 +1,6 @@
 # gpuprof: make demo (as root) shows it on a built-in demo job; make test
-# (as root) runs every test, eBPF ones included.
+# (as root) runs every test, eBPF ones included; make check the fast tier
+# (no root, no fixtures).
 
 GO      ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
@@ -12,7 +13,7 @@ export CGO_ENABLED := 1
 export CGO_CFLAGS := -O2 -Wno-deprecated-declarations
 GOBUILD := $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)"
 
-.PHONY: all build generate check-generated fixtures test bench demo clean
+.PHONY: all build generate check-generated fixtures check test bench demo clean
 
 all: build
 
@@ -37,6 +38,12 @@ check-generated:
 
 fixtures:
 	$(MAKE) -s -C testdata
+
+# The fast tier: every test that needs no root and no fixtures (the
+# integration tests skip under -short). make test runs them all.
+check:
+	$(GO) vet ./...
+	$(GO) test -short -count=1 ./...
 
 test: check-generated fixtures
 	$(GO) vet ./...

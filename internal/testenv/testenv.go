@@ -24,10 +24,20 @@ func Skip(t testing.TB, format string, args ...any) {
 	t.Skipf("SKIP: "+format, args...)
 }
 
+// skipShort skips a test of the integration tier under -short (make
+// check, the fast tier: no root, no fixtures); make test runs it.
+func skipShort(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("-short (make check): %s; make test runs it", what)
+	}
+}
+
 // RequireRoot skips unless the test runs as root, which loading BPF
 // programs and attaching uprobes to other processes needs.
 func RequireRoot(t testing.TB) {
 	t.Helper()
+	skipShort(t, "attaches real uprobes")
 	if os.Geteuid() != 0 {
 		Skip(t, "needs root to load BPF programs and attach uprobes (run make test as root)")
 	}
@@ -58,6 +68,7 @@ var buildOut []byte
 // hitloop) once and returns the directory holding them.
 func Fixtures(t testing.TB) string {
 	t.Helper()
+	skipShort(t, "builds and runs the C fixtures")
 	dir := filepath.Join(Root(), "testdata")
 	buildOnce.Do(func() {
 		cmd := exec.Command("make", "-s", "-C", dir)
