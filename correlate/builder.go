@@ -249,7 +249,7 @@ func (b *builder) addCut(it *item, match bool) []Step {
 	var out []Step
 	e := &it.ev
 	work := e.Launches + e.GraphLaunches
-	key := match
+	boundaryKind := match
 	if match {
 		b.armed = b.armed || work > 0
 		match = b.armed
@@ -273,7 +273,7 @@ func (b *builder) addCut(it *item, match bool) []Step {
 	default:
 		b.cur = append(b.cur, *it)
 	}
-	if !key {
+	if !boundaryKind {
 		b.armed = b.armed || arms(keyOf(e.Desc(), e), work, isDataEvent(it))
 	}
 	return out

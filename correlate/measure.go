@@ -3,7 +3,6 @@ package correlate
 import (
 	"cmp"
 	"slices"
-	"strings"
 
 	"github.com/gpuprof/gpuprof/cudaapi"
 	"github.com/gpuprof/gpuprof/events"
@@ -274,7 +273,7 @@ func (b *builder) measureWaits(s *Step, waits, takes []item, calls []span, write
 		covered = hi
 		d := hi - lo
 		s.GILWait += seconds(min(w.gil, d))
-		sleep := w.wait == WaitDispatch && strings.HasPrefix(w.what, "time.sleep")
+		sleep := w.wait == WaitDispatch && isSleep(&w.ev)
 		switch w.wait {
 		case WaitDispatch:
 			if sleep && polling != 0 && lo > polling && lo-polling <= pollGap && !anyIn(calls, polling, lo) {

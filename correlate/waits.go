@@ -31,9 +31,7 @@ func (k WaitKind) String() string { return [...]string{"dispatch", "data", "lock
 // libc function they blocked in, the rest by their frames. For a queue's
 // get or put it also returns the queue object's address (0 if unknown).
 func classifyWait(e *events.Event) (WaitKind, string, uint64) {
-	sleep := e.Name == "clock_nanosleep" || e.Name == "nanosleep" ||
-		(e.Name == "select" || e.Name == "pselect") && e.Args[0] == 0
-	if sleep {
+	if isSleep(e) {
 		// A loop that sleeps until samples exist waits for them all the
 		// same (AngelSpec's controller polls the pool every 10 ms).
 		where := ""
@@ -52,6 +50,13 @@ func classifyWait(e *events.Event) (WaitKind, string, uint64) {
 		kind, what = WaitIO, e.Name+strings.TrimPrefix(what, "lock")
 	}
 	return kind, what, queue
+}
+
+// isSleep says whether a Python wait is a sleep: the libc function it
+// blocked in (a select on no descriptors is Python 3.10's time.sleep).
+func isSleep(e *events.Event) bool {
+	return e.Name == "clock_nanosleep" || e.Name == "nanosleep" ||
+		(e.Name == "select" || e.Name == "pselect") && e.Args[0] == 0
 }
 
 // classify reads a wait's frames, innermost first, and names what waited:
