@@ -118,7 +118,7 @@ func BenchmarkProbeCost(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	objs := s.Objects()
+	objs := s.objs
 	// Drain the ring buffer as attach does, so events cost what they cost
 	// when someone reads them (a full buffer would make them cheaper).
 	ctx, cancel := context.WithCancel(context.Background())

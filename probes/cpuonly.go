@@ -22,43 +22,52 @@ import (
 
 // sampleCPUOnly starts sampling the Python wait probes of the targets
 // CPU-only for long enough.
-func (s *Session) sampleCPUOnly(now time.Time) {
-	if s.cfg.CPUOnlyAfter <= 0 || s.cfg.CPUOnlyOn >= s.cfg.CPUOnlyPeriod {
+func (m *Sampling) sampleCPUOnly(now time.Time) {
+	if m.cfg.CPUOnlyAfter <= 0 || m.cfg.CPUOnlyOn >= m.cfg.CPUOnlyPeriod {
 		return
 	}
-	for _, u := range s.cfg.User {
+	for _, u := range m.cfg.User {
 		if !u.Default {
 			return
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, t := range s.targets {
-		if t.cudaReady || t.exited || t.sampler.enabled || t.pyLinks == nil || now.Sub(t.attached) < s.cfg.CPUOnlyAfter {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, t := range m.targets {
+		if t.cudaReady || t.exited || t.sampler.enabled || t.pyLinks == nil || now.Sub(t.attached) < m.cfg.CPUOnlyAfter {
 			continue
 		}
-		t.sampler = launchSampler{enabled: true, period: s.cfg.CPUOnlyPeriod, on: s.cfg.CPUOnlyOn, since: now,
+		t.sampler = launchSampler{enabled: true, period: m.cfg.CPUOnlyPeriod, on: m.cfg.CPUOnlyOn, since: now,
 			waits: true, cpuOnly: true}
 		t.pyKeep = nil
-		s.cfg.Log.Debug("Python wait probes part of the time: no CUDA library loaded", "pid", t.pid)
+		m.cfg.Log.Debug("Python wait probes part of the time: no CUDA library loaded", "pid", t.pid)
 	}
 }
 
 // endCPUOnly attaches t's Python wait probes for good if they were
 // thinned for want of CUDA (scan calls it as it attaches a CUDA library),
 // with the marker that says so.
-func (s *Session) endCPUOnly(t *target) {
-	s.mu.Lock()
+func (m *Sampling) endCPUOnly(t *target) {
+	m.mu.Lock()
 	if !t.sampler.cpuOnly {
-		s.mu.Unlock()
+		m.mu.Unlock()
 		return
 	}
 	t.sampler = launchSampler{}
-	s.mu.Unlock()
-	s.resumePythonWaits(t)
+	m.mu.Unlock()
+	m.resumePythonWaits(t)
 	now := monotonicNow() // once they are in place
-	s.mu.Lock()
-	s.addMarksLocked(events.Event{Kind: events.KindLaunchProbes, PID: uint32(t.pid), Start: now, End: now, Out: 1})
-	s.mu.Unlock()
-	s.cfg.Log.Debug("Python wait probes attached for good: CUDA loaded", "pid", t.pid)
+	m.mu.Lock()
+	m.addMarksLocked(events.Event{Kind: events.KindLaunchProbes, PID: uint32(t.pid), Start: now, End: now, Out: 1})
+	m.mu.Unlock()
+	m.cfg.Log.Debug("Python wait probes attached for good: CUDA loaded", "pid", t.pid)
+}
+
+// cpuOnly says whether pid's wait probes are thinned as a CPU-only
+// process's: it has loaded no CUDA for Config.CPUOnlyAfter (cpuonly.go).
+func (m *Sampling) cpuOnly(pid int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := m.targets[pid]
+	return t != nil && t.sampler.enabled && t.sampler.cpuOnly
 }

@@ -278,7 +278,7 @@ func TestDetachLeavesTargetAsItWas(t *testing.T) {
 	for _, p := range plans {
 		rest, twins := splitTwins(p)
 		for g, tp := range twins {
-			if layer := s.twinLayers[pid][g]; layer == twinUndecided || keepsTwins(p.Layer, layer) {
+			if layer := s.twins.layers[pid][g]; layer == twinUndecided || keepsTwins(p.Layer, layer) {
 				rest.Probes = append(rest.Probes, tp.Probes...)
 			}
 		}

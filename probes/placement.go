@@ -9,7 +9,7 @@ import (
 
 // Placement is where in a function a probe goes, and what that costs.
 //
-// The instruction under a uprobe decides its cost (FACTS.md §2): the kernel
+// The instruction under a uprobe decides its cost (docs/facts.md §2): the kernel
 // emulates push and nop5, and single-steps anything else out of line, which
 // under the hypervisors here is 8-15x slower. Functions built with CET start
 // with endbr64, which is single-stepped; the push right after it is

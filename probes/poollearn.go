@@ -2,6 +2,7 @@ package probes
 
 import (
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -25,63 +26,83 @@ const (
 	poolLearnWait = 5 * time.Microsecond
 )
 
-// startPoolLearning has pid's short waits reported until its pool is seen.
-func (s *Session) startPoolLearning(pid int, now time.Time) {
-	if s.pools == nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.poolLearning == nil {
-		s.poolLearning = map[int]time.Time{}
-	}
-	s.poolLearning[pid] = now.Add(poolLearnFor)
-	s.setPoolLearning(pid, true)
+// poolLearner has the programs report short waits of the processes
+// whose pool is not found yet (above).
+type poolLearner struct {
+	*core
+	until    map[int]time.Time // learning processes, until when; under mu
+	learners atomic.Int32      // len(until), read with no lock
 }
 
-// notePoolLearning ends pid's learning once a reported wait's frames show
+func newPoolLearner(c *core) *poolLearner {
+	return &poolLearner{core: c, until: map[int]time.Time{}}
+}
+
+func (l *poolLearner) observe([]events.Event) {}
+
+func (l *poolLearner) forget(pid int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.until[pid]; ok {
+		delete(l.until, pid)
+		l.set(pid, false)
+	}
+}
+
+// start has pid's short waits reported until its pool is seen.
+func (l *poolLearner) start(pid int, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.until[pid] = now.Add(poolLearnFor)
+	l.set(pid, true)
+}
+
+// note ends pid's learning once a reported wait's frames show
 // a queue. Cheap while no process is learning (the usual state).
-func (s *Session) notePoolLearning(ev *events.Event) {
-	if s.poolLearners.Load() == 0 || !slices.ContainsFunc(ev.Frames, queueFrame) {
+func (l *poolLearner) note(ev *events.Event) {
+	if l.learners.Load() == 0 || !slices.ContainsFunc(ev.Frames, queueFrame) {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.poolLearning[int(ev.PID)]; ok {
-		delete(s.poolLearning, int(ev.PID))
-		s.setPoolLearning(int(ev.PID), false)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.until[int(ev.PID)]; ok {
+		delete(l.until, int(ev.PID))
+		l.set(int(ev.PID), false)
 	}
 }
 
-// expirePoolLearning ends the learning of processes that showed no queue
+// tick ends the learning of processes that showed no queue
 // in poolLearnFor (or are gone).
-func (s *Session) expirePoolLearning(now time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for pid, until := range s.poolLearning {
-		if t := s.targets[pid]; t == nil || now.After(until) {
-			delete(s.poolLearning, pid)
-			s.setPoolLearning(pid, false)
+func (l *poolLearner) tick(now time.Time) {
+	if l.learners.Load() == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for pid, until := range l.until {
+		if t := l.targets[pid]; t == nil || now.After(until) {
+			delete(l.until, pid)
+			l.set(pid, false)
 		}
 	}
 }
 
-// setPoolLearning writes pid's learning flag into its layout and the count
+// set writes pid's learning flag into its layout and the count
 // of learning processes into the programs. Under mu.
-func (s *Session) setPoolLearning(pid int, on bool) {
-	var l bpf.PyLayout
-	if err := s.objs.Python.Lookup(uint32(pid), &l); err == nil {
-		l.Learning = 0
+func (l *poolLearner) set(pid int, on bool) {
+	var layout bpf.PyLayout
+	if err := l.objs.Python.Lookup(uint32(pid), &layout); err == nil {
+		layout.Learning = 0
 		if on {
-			l.Learning = 1
+			layout.Learning = 1
 		}
 		// UpdateExist: a detached process's layout is not put back.
-		if err := s.objs.Python.Update(uint32(pid), &l, ebpf.UpdateExist); err != nil {
-			s.cfg.Log.Debug("pool learning flag not set", "pid", pid, "err", err)
+		if err := l.objs.Python.Update(uint32(pid), &layout, ebpf.UpdateExist); err != nil {
+			l.cfg.Log.Debug("pool learning flag not set", "pid", pid, "err", err)
 		}
 	}
-	s.poolLearners.Store(int32(len(s.poolLearning)))
-	if err := s.objs.SetPyLearning(len(s.poolLearning)); err != nil {
-		s.cfg.Log.Warn("short Python waits not reported while looking for pools", "err", err)
+	l.learners.Store(int32(len(l.until)))
+	if err := l.objs.SetPyLearning(len(l.until)); err != nil {
+		l.cfg.Log.Warn("short Python waits not reported while looking for pools", "err", err)
 	}
 }

@@ -35,7 +35,7 @@ func TestPoolFoundFromShortWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.mu.Lock()
-	_, learning := s.poolLearning[pid]
+	_, learning := s.python.learning.until[pid]
 	s.mu.Unlock()
 	if !learning {
 		t.Fatal("not looking for the pool after attach")
@@ -56,9 +56,9 @@ func TestPoolFoundFromShortWaits(t *testing.T) {
 		t.Errorf("%d of the 40 gets' ~30 ms waits reported with PyMinWait 1 s, want the first (or two)", gets)
 	}
 	s.mu.Lock()
-	left := len(s.poolLearning)
+	left := len(s.python.learning.until)
 	s.mu.Unlock()
-	if left != 0 || s.poolLearners.Load() != 0 {
-		t.Errorf("%d processes still looking for a pool (%d in the programs' count)", left, s.poolLearners.Load())
+	if left != 0 || s.python.learning.learners.Load() != 0 {
+		t.Errorf("%d processes still looking for a pool (%d in the programs' count)", left, s.python.learning.learners.Load())
 	}
 }

@@ -22,7 +22,7 @@ import (
 // exception, which the hypervisors here make costly (BenchmarkPythonCallProbe:
 // ~14 µs a trap on the dev VM, 4.4 µs on the H200 host), and a watched
 // thread pays again at each context switch; an emulated uprobe costs
-// 0.3-1 µs (FACTS.md §2). On the H200 pair, a trainer's four watched gets
+// 0.3-1 µs (docs/facts.md §2). On the H200 pair, a trainer's four watched gets
 // a step cost it +3.7% of its get time (dispatch_wait on/off, 20 windows).
 // Functions with no anchors here are watched (pycall.go).
 
@@ -80,23 +80,23 @@ type nativeSite struct {
 // time it now. Where they cannot be (a module not imported, a pure-Python
 // pickle), w is watched instead, from then on, if its debug registers are
 // free; else it returns why it cannot be timed at all.
-func (s *Session) anchorOrWatch(t *target, w *pyCallWatch) (bool, error) {
-	err := s.anchorPythonCall(t, w, w.fn)
+func (py *cpython) anchorOrWatch(t *target, w *pyCallWatch) (bool, error) {
+	err := py.anchorCall(t, w, w.fn)
 	if err == nil {
 		if w.lazy {
-			s.cfg.Log.Debug("timing Python function by native anchors: a thread was seen waiting in it", "pid", t.pid, "probe", w.probe.Spec())
+			py.cfg.Log.Debug("timing Python function by native anchors: a thread was seen waiting in it", "pid", t.pid, "probe", w.probe.Spec())
 		}
 		return true, nil
 	}
 	w.anchorable = false
-	s.cfg.Log.Debug("Python function's native anchors not found: watching it", "pid", t.pid, "probe", w.probe.Spec(), "why", err)
-	return false, s.freeRegisters(t, w, w.sites())
+	py.cfg.Log.Debug("Python function's native anchors not found: watching it", "pid", t.pid, "probe", w.probe.Spec(), "why", err)
+	return false, py.freeRegisters(t, w, w.sites())
 }
 
-// anchorPythonCall times w's function in t by its native anchors, if it
+// anchorCall times w's function in t by its native anchors, if it
 // has any and they can all be found; else it returns an error.
-func (s *Session) anchorPythonCall(t *target, w *pyCallWatch, fn *pymem.Function) error {
-	mem := s.targetPyMem(t)
+func (py *cpython) anchorCall(t *target, w *pyCallWatch, fn *pymem.Function) error {
+	mem := py.mem(t)
 	if mem == nil {
 		return fmt.Errorf("PID %d: its CPython objects cannot be read", t.pid)
 	}
@@ -111,14 +111,14 @@ func (s *Session) anchorPythonCall(t *target, w *pyCallWatch, fn *pymem.Function
 			// SimpleQueue.get both probed): their probes serve both, each
 			// hit finding its own function's frame; a second set would
 			// trap every call twice over.
-			if err := s.objs.PyAnchorCodes.Put(key, bpf.PySite{Api: w.probe.ID}); err != nil {
+			if err := py.objs.PyAnchorCodes.Put(key, bpf.PySite{Api: w.probe.ID}); err != nil {
 				return fmt.Errorf("BPF map py_anchor_codes: %w", err)
 			}
 			w.anchors, w.anchorSet, w.anchorPlaces = []link.Link{}, a.name, o.anchorPlaces
 			return nil
 		}
 	}
-	maps, err := readMaps(s.cfg.ProcRoot, t.pid)
+	maps, err := readMaps(py.cfg.ProcRoot, t.pid)
 	if err != nil {
 		return err
 	}
@@ -127,7 +127,7 @@ func (s *Session) anchorPythonCall(t *target, w *pyCallWatch, fn *pymem.Function
 		if err != nil {
 			return nativeSite{}, err
 		}
-		return placeNative(s.cfg.ProcRoot, t.pid, maps, addr, ret)
+		return placeNative(py.cfg.ProcRoot, t.pid, maps, addr, ret)
 	}
 	var starts []nativeSite
 	for _, r := range a.starts {
@@ -144,14 +144,14 @@ func (s *Session) anchorPythonCall(t *target, w *pyCallWatch, fn *pymem.Function
 	w.anchorPlaces = nil
 	for _, st := range append(starts, end) {
 		w.anchorPlaces = append(w.anchorPlaces, st.place)
-		s.cfg.Log.Debug("native anchor", "pid", t.pid, "file", st.file.Path, "offset", st.offset, "placement", st.place)
+		py.cfg.Log.Debug("native anchor", "pid", t.pid, "file", st.file.Path, "offset", st.offset, "placement", st.place)
 	}
-	if err := s.objs.PyAnchorCodes.Put(key, bpf.PySite{Api: w.probe.ID}); err != nil {
+	if err := py.objs.PyAnchorCodes.Put(key, bpf.PySite{Api: w.probe.ID}); err != nil {
 		return fmt.Errorf("BPF map py_anchor_codes: %w", err)
 	}
-	links, err := attachAnchors(s.objs, t.pid, starts, end)
+	links, err := attachAnchors(py.objs, t.pid, starts, end)
 	if err != nil {
-		s.objs.PyAnchorCodes.Delete(key)
+		py.objs.PyAnchorCodes.Delete(key)
 		return err
 	}
 	w.anchors, w.anchorSet = links, a.name

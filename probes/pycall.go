@@ -91,7 +91,7 @@ func (w *pyCallWatch) sites() int {
 // freeRegisters makes sure need debug registers are left in t's threads
 // for w beside the other functions', taking gpuprof's own from them
 // where w is the user's: theirs come first.
-func (s *Session) freeRegisters(t *target, w *pyCallWatch, need int) error {
+func (py *cpython) freeRegisters(t *target, w *pyCallWatch, need int) error {
 	used := 0
 	for _, o := range t.pyCalls {
 		if o != w {
@@ -99,7 +99,7 @@ func (s *Session) freeRegisters(t *target, w *pyCallWatch, need int) error {
 		}
 	}
 	if used+need > debugRegisters && !w.probe.Default {
-		used -= s.yieldDefaults(t, used+need-debugRegisters)
+		used -= py.yieldDefaults(t, used+need-debugRegisters)
 	}
 	if used+need > debugRegisters {
 		return errNoRegisters{need, debugRegisters - used}
@@ -107,17 +107,17 @@ func (s *Session) freeRegisters(t *target, w *pyCallWatch, need int) error {
 	return nil
 }
 
-// watchPythonCalls finds the Python functions the user named in t and
+// watchCalls finds the Python functions the user named in t and
 // puts watchpoints on them, once the interpreter is known.
-func (s *Session) watchPythonCalls(t *target) {
+func (py *cpython) watchCalls(t *target) {
 	p := t.python
-	if p == nil || p.Err != nil || s.cfg.NoPython {
+	if p == nil || p.Err != nil || py.cfg.NoPython {
 		return
 	}
 	t.pyMu.Lock()
 	defer t.pyMu.Unlock()
 	now := time.Now()
-	for _, u := range s.cfg.User {
+	for _, u := range py.cfg.User {
 		module, qualname, ok := u.Python()
 		if !ok {
 			continue
@@ -133,7 +133,7 @@ func (s *Session) watchPythonCalls(t *target) {
 		if w.finished || now.Before(w.next) {
 			continue
 		}
-		if err := s.watchPythonCall(t, w, module, qualname); err != nil {
+		if err := py.watchCall(t, w, module, qualname); err != nil {
 			w.next, w.backoff = now.Add(w.backoff), min(2*w.backoff, pyResolveBackoff)
 			msg := "Python function not watched yet: looking again"
 			if w.finished {
@@ -144,7 +144,7 @@ func (s *Session) watchPythonCalls(t *target) {
 				if u.Default {
 					level = slog.LevelDebug
 				}
-				s.cfg.Log.Log(context.Background(), level, msg, "pid", t.pid, "probe", u.Spec(), "why", err)
+				py.cfg.Log.Log(context.Background(), level, msg, "pid", t.pid, "probe", u.Spec(), "why", err)
 			}
 			w.reason = err.Error()
 			continue
@@ -155,14 +155,14 @@ func (s *Session) watchPythonCalls(t *target) {
 			level = slog.LevelDebug
 		}
 		if w.anchors != nil {
-			s.cfg.Log.Log(context.Background(), level, "timing Python function by native anchors", "pid", t.pid, "probe", u.Spec())
+			py.cfg.Log.Log(context.Background(), level, "timing Python function by native anchors", "pid", t.pid, "probe", u.Spec())
 			continue
 		}
 		if w.anchorable {
-			s.cfg.Log.Log(context.Background(), level, "Python function found: its native anchors go in once a thread waits in it", "pid", t.pid, "probe", u.Spec())
+			py.cfg.Log.Log(context.Background(), level, "Python function found: its native anchors go in once a thread waits in it", "pid", t.pid, "probe", u.Spec())
 			continue
 		}
-		s.cfg.Log.Log(context.Background(), level, "watching Python function", "pid", t.pid, "probe", u.Spec(),
+		py.cfg.Log.Log(context.Background(), level, "watching Python function", "pid", t.pid, "probe", u.Spec(),
 			"returns", len(w.fn.Returns), "threads", len(w.threads), "lazy", w.lazy)
 	}
 }
@@ -188,8 +188,8 @@ func (e errNoRegisters) Error() string {
 	return fmt.Sprintf("needs %d hardware watchpoints (its start and returns), %d of the thread's %d left", e.need, e.free, debugRegisters)
 }
 
-func (s *Session) watchPythonCall(t *target, w *pyCallWatch, module, qualname string) error {
-	mem := s.targetPyMem(t)
+func (py *cpython) watchCall(t *target, w *pyCallWatch, module, qualname string) error {
+	mem := py.mem(t)
 	if mem == nil {
 		w.finished = true
 		return fmt.Errorf("PID %d: its CPython objects cannot be read", t.pid)
@@ -200,9 +200,9 @@ func (s *Session) watchPythonCall(t *target, w *pyCallWatch, module, qualname st
 	}
 	// A function with native anchors takes no debug register unless they
 	// are not found: its registers are counted then (anchorOrWatch).
-	anchorable := NativeAnchors(module, qualname) != nil && !s.noAnchors
+	anchorable := NativeAnchors(module, qualname) != nil && !py.hooks.noAnchors
 	if !anchorable {
-		if err := s.freeRegisters(t, w, 1+len(fn.Returns)); err != nil {
+		if err := py.freeRegisters(t, w, 1+len(fn.Returns)); err != nil {
 			w.finished = true
 			return err
 		}
@@ -212,16 +212,16 @@ func (s *Session) watchPythonCall(t *target, w *pyCallWatch, module, qualname st
 		sites[r] = bpf.PySite{Api: w.probe.ID, IsReturn: 1}
 	}
 	for addr, site := range sites {
-		if err := s.objs.PySites.Put(bpf.PySiteKey{Pid: uint32(t.pid), Addr: addr}, site); err != nil {
+		if err := py.objs.PySites.Put(bpf.PySiteKey{Pid: uint32(t.pid), Addr: addr}, site); err != nil {
 			return fmt.Errorf("BPF map py_sites: %w", err)
 		}
 	}
 	w.fn, w.threads, w.lazy, w.anchorable = fn, map[int]bool{}, w.probe.Default, anchorable
 	if w.anchorable && !w.lazy {
-		anchored, err := s.anchorOrWatch(t, w)
+		anchored, err := py.anchorOrWatch(t, w)
 		if err != nil {
 			w.finished = true
-			s.unwatchPythonCall(t, w)
+			py.unwatchCall(t, w)
 			return err
 		}
 		if anchored {
@@ -232,14 +232,14 @@ func (s *Session) watchPythonCall(t *target, w *pyCallWatch, module, qualname st
 		// The threads seen waiting in it before it was found now, later
 		// ones as they are seen (watchWaitingThread).
 		for tid := range t.waitedIn[fn.Code] {
-			s.watchThread(t, w, tid)
+			py.watchThread(t, w, tid)
 		}
 		return nil
 	}
-	events, err := watchThreads(s.cfg.ProcRoot, t.pid, sites, s.objs.PyCallSite.FD(), w.threads)
+	events, err := watchThreads(py.cfg.ProcRoot, t.pid, sites, py.objs.PyCallSite.FD(), w.threads)
 	if err != nil {
 		closeFDs(events)
-		s.unwatchPythonCall(t, w)
+		py.unwatchCall(t, w)
 		return err
 	}
 	w.events = events
@@ -259,7 +259,7 @@ const maxWaitedIn = 4096
 // lazily watched functions the wait is inside of (its frames run their
 // code). While one of gpuprof's own functions is not found yet, it also
 // remembers which code the thread waited in, for when it is.
-func (s *Session) watchWaitingThread(t *target, ev *events.Event) {
+func (py *cpython) watchWaitingThread(t *target, ev *events.Event) {
 	if t == nil {
 		return
 	}
@@ -273,7 +273,7 @@ func (s *Session) watchWaitingThread(t *target, ev *events.Event) {
 		// Anchored, a function is timed in every thread already.
 		if w.lazy && w.fn != nil && w.anchors == nil && !w.threads[tid] &&
 			slices.ContainsFunc(ev.Frames, func(f events.PyFrame) bool { return f.Code == w.fn.Code }) {
-			s.watchThread(t, w, tid)
+			py.watchThread(t, w, tid)
 		}
 	}
 }
@@ -302,15 +302,15 @@ func (t *target) noteWaitedIn(tid int, frames []events.PyFrame) {
 // watchThread puts all of a function's watchpoints in one thread, or
 // none: a start with no return would time nothing. A thread is tried
 // once.
-func (s *Session) watchThread(t *target, w *pyCallWatch, tid int) {
+func (py *cpython) watchThread(t *target, w *pyCallWatch, tid int) {
 	if w.anchors != nil {
 		return
 	}
 	if w.anchorable {
-		anchored, err := s.anchorOrWatch(t, w)
+		anchored, err := py.anchorOrWatch(t, w)
 		if err != nil {
-			s.cfg.Log.Debug("Python function not watched", "pid", t.pid, "probe", w.probe.Spec(), "why", err)
-			s.unwatchPythonCall(t, w)
+			py.cfg.Log.Debug("Python function not watched", "pid", t.pid, "probe", w.probe.Spec(), "why", err)
+			py.unwatchCall(t, w)
 			return
 		}
 		if anchored {
@@ -322,18 +322,18 @@ func (s *Session) watchThread(t *target, w *pyCallWatch, tid int) {
 	var err error
 	for _, addr := range w.siteAddrs() {
 		var fd int
-		if fd, err = openWatchpoint(tid, addr, s.objs.PyCallSite.FD(), false); err != nil {
+		if fd, err = openWatchpoint(tid, addr, py.objs.PyCallSite.FD(), false); err != nil {
 			break
 		}
 		fds = append(fds, fd)
 	}
 	if err != nil {
 		closeFDs(fds)
-		s.cfg.Log.Debug("thread not watched", "pid", t.pid, "tid", tid, "probe", w.probe.Spec(), "err", err)
+		py.cfg.Log.Debug("thread not watched", "pid", t.pid, "tid", tid, "probe", w.probe.Spec(), "err", err)
 		return
 	}
 	w.events = append(w.events, fds...)
-	s.cfg.Log.Debug("watching a thread seen waiting in a Python function", "pid", t.pid, "tid", tid, "probe", w.probe.Spec())
+	py.cfg.Log.Debug("watching a thread seen waiting in a Python function", "pid", t.pid, "tid", tid, "probe", w.probe.Spec())
 }
 
 // watchThreads opens a watchpoint on every address in every thread of
@@ -416,7 +416,7 @@ func openWatchpoint(tid int, addr uint64, prog int, inherit bool) (int, error) {
 // yieldDefaults stops watching gpuprof's own functions in t (whole gets)
 // until at least want debug registers are free, for a function the user
 // named: theirs come first. It returns the registers freed.
-func (s *Session) yieldDefaults(t *target, want int) int {
+func (py *cpython) yieldDefaults(t *target, want int) int {
 	freed := 0
 	for _, w := range t.pyCalls {
 		if freed >= want {
@@ -426,35 +426,35 @@ func (s *Session) yieldDefaults(t *target, want int) int {
 			continue
 		}
 		freed += w.sites()
-		s.unwatchPythonCall(t, w)
-		s.cfg.Log.Debug("Python function no longer watched: its debug registers went to a --probe", "pid", t.pid, "probe", w.probe.Spec())
+		py.unwatchCall(t, w)
+		py.cfg.Log.Debug("Python function no longer watched: its debug registers went to a --probe", "pid", t.pid, "probe", w.probe.Spec())
 	}
 	return freed
 }
 
-// unwatchPythonCall closes one function's watchpoints in t and forgets
+// unwatchCall closes one function's watchpoints in t and forgets
 // its sites.
-func (s *Session) unwatchPythonCall(t *target, w *pyCallWatch) {
+func (py *cpython) unwatchCall(t *target, w *pyCallWatch) {
 	closeFDs(w.events)
 	if w.anchors != nil {
 		closeLinks(w.anchors)
-		s.objs.PyAnchorCodes.Delete(bpf.PyAnchorKey{Pid: uint32(t.pid), Code: w.fn.Code})
+		py.objs.PyAnchorCodes.Delete(bpf.PyAnchorKey{Pid: uint32(t.pid), Code: w.fn.Code})
 		w.anchors = nil
 	}
 	if w.fn != nil {
 		for _, addr := range w.siteAddrs() {
-			s.objs.PySites.Delete(bpf.PySiteKey{Pid: uint32(t.pid), Addr: addr})
+			py.objs.PySites.Delete(bpf.PySiteKey{Pid: uint32(t.pid), Addr: addr})
 		}
 	}
 	w.events, w.fn, w.threads = nil, nil, nil
 }
 
-// unwatchPythonCalls closes t's watchpoints and forgets their sites.
-func (s *Session) unwatchPythonCalls(t *target) {
+// unwatchCalls closes t's watchpoints and forgets their sites.
+func (py *cpython) unwatchCalls(t *target) {
 	t.pyMu.Lock()
 	defer t.pyMu.Unlock()
 	for _, w := range t.pyCalls {
-		s.unwatchPythonCall(t, w)
+		py.unwatchCall(t, w)
 	}
 	t.pyCalls = nil
 }

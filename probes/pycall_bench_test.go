@@ -51,9 +51,9 @@ func BenchmarkPythonCallProbe(b *testing.B) {
 			b.Fatal(err)
 		}
 		watched := len(s.targets[cmd.Process.Pid].pyCalls) == 1 && s.targets[cmd.Process.Pid].pyCalls[u.ID].events != nil
-		st0, _ := s.Objects().PyCallSite.Stats()
+		st0, _ := s.objs.PyCallSite.Stats()
 		with := round(n)
-		st1, _ := s.Objects().PyCallSite.Stats()
+		st1, _ := s.objs.PyCallSite.Stats()
 		s.Close()
 		after := round(n) // detached: the watchpoints are gone
 		in.Close()
@@ -103,7 +103,7 @@ func BenchmarkWatchedThreadSwitch(b *testing.B) {
 	var fds []int
 	for _, tid := range tids {
 		// An address no code of the job reads: the watchpoint never fires.
-		fd, err := openWatchpoint(tid, 0x1000, s.Objects().PyCallSite.FD(), false)
+		fd, err := openWatchpoint(tid, 0x1000, s.objs.PyCallSite.FD(), false)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -155,7 +155,7 @@ func BenchmarkWholeGet(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			s.noAnchors = !anchors
+			s.hooks.noAnchors = !anchors
 			if _, err := s.Attach(pid); err != nil {
 				b.Fatal(err)
 			}
@@ -163,7 +163,7 @@ func BenchmarkWholeGet(b *testing.B) {
 			done := make(chan error, 1)
 			go func() { done <- s.Run(ctx, func([]events.Event, []LibraryPlan) {}) }()
 			round(n) // the getting thread seen waiting in a get, and watched
-			progs := []*ebpf.Program{s.Objects().PyAnchorStart, s.Objects().PyAnchorEnd, s.Objects().PyCallSite}
+			progs := []*ebpf.Program{s.objs.PyAnchorStart, s.objs.PyAnchorEnd, s.objs.PyCallSite}
 			var before []*ebpf.ProgramStats
 			for _, p := range progs {
 				st, _ := p.Stats()

@@ -74,9 +74,9 @@ func BenchmarkPythonLockProbe(b *testing.B) {
 				b.Fatal(err)
 			}
 			before := waits
-			st0, _ := s.Objects().PyLockReturn.Stats()
+			st0, _ := s.objs.PyLockReturn.Stats()
 			with := round(n)
-			st1, _ := s.Objects().PyLockReturn.Stats()
+			st1, _ := s.objs.PyLockReturn.Stats()
 			time.Sleep(50 * time.Millisecond)
 			read := waits - before
 			if err := s.Detach(cmd.Process.Pid); err != nil {

@@ -272,16 +272,16 @@ func TestPythonWaitsGoWithLaunchProbes(t *testing.T) {
 	go func() { done <- s.Run(ctx, c.sink) }()
 	time.Sleep(500 * time.Millisecond)
 	keep := []string{"clock_nanosleep"}
-	if s.SamplePythonWaits(pid, keep, false) {
+	if s.sampling.SamplePythonWaits(pid, keep, false) {
 		t.Fatal("Python waits sampled before the launches are")
 	}
 	const period, on = 600 * time.Millisecond, 150 * time.Millisecond
-	s.SampleLaunches(pid, period, on)
-	if !s.SamplePythonWaits(pid, keep, false) {
+	s.sampling.SampleLaunches(pid, period, on)
+	if !s.sampling.SamplePythonWaits(pid, keep, false) {
 		t.Fatal("SamplePythonWaits: false")
 	}
 	time.Sleep(3 * period)
-	if !s.KeepPythonWaits(pid) {
+	if !s.sampling.KeepPythonWaits(pid) {
 		t.Fatal("KeepPythonWaits: false")
 	}
 	kept := monotonicNow()
@@ -332,7 +332,7 @@ func inOffPhase(t *testing.T) (s *Session, pid int, c *collector, closes *pauseC
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx, c.sink) }()
 	t.Cleanup(cancel)
-	s.SampleLaunches(pid, 20*time.Second, 100*time.Millisecond)
+	s.sampling.SampleLaunches(pid, 20*time.Second, 100*time.Millisecond)
 	time.Sleep(time.Second)
 	return s, pid, c, closes, func() {
 		cancel()
@@ -348,7 +348,7 @@ func inOffPhase(t *testing.T) (s *Session, pid int, c *collector, closes *pauseC
 func TestPythonWaitsPausedAtOnceInOffPhase(t *testing.T) {
 	s, pid, c, closes, stop := inOffPhase(t)
 	asked := monotonicNow()
-	if !s.SamplePythonWaits(pid, []string{"clock_nanosleep"}, false) {
+	if !s.sampling.SamplePythonWaits(pid, []string{"clock_nanosleep"}, false) {
 		t.Fatal("SamplePythonWaits: false")
 	}
 	time.Sleep(2 * time.Second)
@@ -382,7 +382,7 @@ func TestPythonWaitsPausedAtOnceInOffPhase(t *testing.T) {
 // kept attached with those kept before, the rest still paused.
 func TestKeepMorePythonWaits(t *testing.T) {
 	s, pid, c, closes, stop := inOffPhase(t)
-	if !s.SamplePythonWaits(pid, []string{"clock_nanosleep"}, false) {
+	if !s.sampling.SamplePythonWaits(pid, []string{"clock_nanosleep"}, false) {
 		t.Fatal("SamplePythonWaits: false")
 	}
 	paused := monotonicNow()
@@ -399,7 +399,7 @@ func TestKeepMorePythonWaits(t *testing.T) {
 		t.Fatal("no wait of the consumer seen before the pause")
 	}
 	more := monotonicNow()
-	if !s.KeepMorePythonWaits(pid, names, false) {
+	if !s.sampling.KeepMorePythonWaits(pid, names, false) {
 		t.Fatal("KeepMorePythonWaits: false")
 	}
 	kept := monotonicNow() // attached again once it returns: they were paused
@@ -466,12 +466,12 @@ type pauseCloses struct {
 // watchPauses records s's pauses; before s runs.
 func watchPauses(s *Session) *pauseCloses {
 	p := &pauseCloses{at: map[int][]uint64{}, resumed: map[int][]uint64{}}
-	s.pyPaused = func(pid int, at uint64) {
+	s.hooks.pyPaused = func(pid int, at uint64) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		p.at[pid] = append(p.at[pid], at)
 	}
-	s.pyResuming = func(pid int, at uint64) {
+	s.hooks.pyResuming = func(pid int, at uint64) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		p.resumed[pid] = append(p.resumed[pid], at)

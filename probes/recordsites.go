@@ -106,23 +106,49 @@ func newRecordWatch(now time.Time, widenings int) *recordWatch {
 	return &recordWatch{since: now, callers: map[uint64]uint64{}, sites: map[uint64]*recordSite{}, widenings: widenings}
 }
 
-// NarrowRecords says that pid's step boundary is no event record: its
+// Records learns, for each process whose step boundary is no record,
+// which call sites' records its elapsed-time reads read, and then probes
+// its records at those sites only (above).
+type Records struct {
+	*core
+	twins *twinDecider // which layer times the event calls
+	// watches: processes whose event records may be probed at their
+	// readers' call sites only; under mu.
+	watches map[int]*recordWatch
+	// narrowedTo: the call sites each process's records were last probed
+	// at, while they were (Sites); kept past detach, for the summary.
+	narrowedTo map[int]int
+}
+
+func newRecords(c *core, twins *twinDecider) *Records {
+	return &Records{core: c, twins: twins, watches: map[int]*recordWatch{}, narrowedTo: map[int]int{}}
+}
+
+func (r *Records) tick(time.Time) {}
+
+func (r *Records) forget(pid int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.watches, pid)
+}
+
+// Narrow says that pid's step boundary is no event record: its
 // records may be probed at their readers' call sites only, once they are
 // learnt. A second call changes nothing.
-func (s *Session) NarrowRecords(pid int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.recordWatches[pid] == nil && s.targets[pid] != nil {
-		s.recordWatches[pid] = newRecordWatch(time.Now(), 0)
+func (r *Records) Narrow(pid int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.watches[pid] == nil && r.targets[pid] != nil {
+		r.watches[pid] = newRecordWatch(time.Now(), 0)
 	}
 }
 
-// RecordSites says at how many call sites pid's event records were
+// Sites says at how many call sites pid's event records were
 // probed at the end, where they were probed only at those.
-func (s *Session) RecordSites(pid int) (int, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n, ok := s.narrowedSites[pid]
+func (r *Records) Sites(pid int) (int, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n, ok := r.narrowedTo[pid]
 	return n, ok
 }
 
@@ -181,17 +207,17 @@ func (w *recordWatch) note(ev *events.Event, class cudaapi.Class) {
 	}
 }
 
-// watchRecords counts a batch's records and reads for the processes
+// observe counts a batch's records and reads for the processes
 // watched, and narrows or widens their record probes where due.
-func (s *Session) watchRecords(batch []events.Event) {
-	s.mu.Lock()
+func (r *Records) observe(batch []events.Event) {
+	r.mu.Lock()
 	// Watches given up on (done) cost a batch nothing.
 	active := false
-	for _, w := range s.recordWatches {
+	for _, w := range r.watches {
 		active = active || !w.done
 	}
 	if !active {
-		s.mu.Unlock()
+		r.mu.Unlock()
 		return
 	}
 	for i := range batch {
@@ -199,7 +225,7 @@ func (s *Session) watchRecords(batch []events.Event) {
 		if ev.Kind != events.KindCall {
 			continue
 		}
-		w := s.recordWatches[int(ev.PID)]
+		w := r.watches[int(ev.PID)]
 		if w == nil || w.done {
 			continue
 		}
@@ -209,8 +235,8 @@ func (s *Session) watchRecords(batch []events.Event) {
 	}
 	now := time.Now()
 	var narrow, widen []*target
-	for pid, w := range s.recordWatches {
-		t := s.targets[pid]
+	for pid, w := range r.watches {
+		t := r.targets[pid]
 		switch {
 		case t == nil || w.done:
 		case w.narrowed && w.widen:
@@ -219,30 +245,30 @@ func (s *Session) watchRecords(batch []events.Event) {
 			narrow = append(narrow, t)
 		}
 	}
-	s.mu.Unlock()
+	r.mu.Unlock()
 	for _, t := range narrow {
-		s.narrowRecords(t)
+		r.narrow(t)
 	}
 	for _, t := range widen {
-		s.widenRecords(t)
+		r.widen(t)
 	}
 }
 
-// narrowRecords puts t's record probes on the call sites whose records
+// narrow puts t's record probes on the call sites whose records
 // were read, and takes them off the record functions, where that is sure
 // and saves traps; else it waits, or leaves the functions probed.
-func (s *Session) narrowRecords(t *target) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	w := s.recordWatches[t.pid]
+func (r *Records) narrow(t *target) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := r.watches[t.pid]
 	if w == nil {
 		return
 	}
 	stay := func(why string, args ...any) {
 		w.done = true
-		s.cfg.Log.Debug("event records stay probed at their functions: "+why, append([]any{"pid", t.pid}, args...)...)
+		r.cfg.Log.Debug("event records stay probed at their functions: "+why, append([]any{"pid", t.pid}, args...)...)
 	}
-	switch s.twinLayers[t.pid][twinEvents] {
+	switch r.twins.layers[t.pid][twinEvents] {
 	case twinUndecided:
 		return // the driver's probes may yet time them: wait
 	case twinDriver:
@@ -268,7 +294,7 @@ func (s *Session) narrowRecords(t *target) {
 		stay("nearly all their records are read", "records", w.records, "read", read)
 		return
 	}
-	links, keep, err := s.probeRecordSites(t, w)
+	links, keep, err := r.probeSites(t, w)
 	if err != nil {
 		stay("a call site cannot be probed", "err", err)
 		return
@@ -288,17 +314,17 @@ func (s *Session) narrowRecords(t *target) {
 		}
 	}
 	w.narrowed, w.keep = true, keep
-	s.narrowedSites[t.pid] = len(keep)
+	r.narrowedTo[t.pid] = len(keep)
 	w.callers, w.sites = nil, nil
-	s.cfg.Log.Info("CUDA event records probed only where the job reads them: the rest go unseen", "pid", t.pid,
+	r.cfg.Log.Info("CUDA event records probed only where the job reads them: the rest go unseen", "pid", t.pid,
 		"call sites", len(keep), "records kept", read, "records left", unread, "in", time.Since(w.since).Round(time.Millisecond))
-	s.closer.close(gone, nil, func(err error) { s.cfg.Log.Warn("record probes not all detached", "pid", t.pid, "err", err) })
+	r.closer.close(gone, nil, func(err error) { r.cfg.Log.Warn("record probes not all detached", "pid", t.pid, "err", err) })
 }
 
-// probeRecordSites attaches the probes on the call instructions of the
+// probeSites attaches the probes on the call instructions of the
 // kept sites, and returns them with the callers they serve. Under mu.
-func (s *Session) probeRecordSites(t *target, w *recordWatch) ([]link.Link, map[uint64]bool, error) {
-	maps, err := readMaps(s.cfg.ProcRoot, t.pid)
+func (r *Records) probeSites(t *target, w *recordWatch) ([]link.Link, map[uint64]bool, error) {
+	maps, err := readMaps(r.cfg.ProcRoot, t.pid)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -315,7 +341,7 @@ func (s *Session) probeRecordSites(t *target, w *recordWatch) ([]link.Link, map[
 		if err != nil {
 			return nil, nil, err
 		}
-		at, err := callSite(s.cfg.ProcRoot, t.pid, maps, caller, fn)
+		at, err := callSite(r.cfg.ProcRoot, t.pid, maps, caller, fn)
 		if err != nil {
 			return nil, nil, fmt.Errorf("caller %#x: %w", caller, err)
 		}
@@ -323,14 +349,14 @@ func (s *Session) probeRecordSites(t *target, w *recordWatch) ([]link.Link, map[
 		files[k] = at.file
 		byFile[k] = append(byFile[k], at.offset)
 		cookies[k] = append(cookies[k], probe.Cookie()&^cookieCaller)
-		s.cfg.Log.Debug("event record call site", "pid", t.pid, "file", at.file.Path, "offset", at.offset, "placement", at.place, "records", site.n)
+		r.cfg.Log.Debug("event record call site", "pid", t.pid, "file", at.file.Path, "offset", at.offset, "placement", at.place, "records", site.n)
 	}
 	var links []link.Link
 	for k, offs := range byFile {
 		ex, err := link.OpenExecutable(files[k].HostPath)
 		var l link.Link
 		if err == nil {
-			l, err = ex.UprobeMulti(nil, s.objs.ApiInstant, &link.UprobeMultiOptions{Addresses: offs, Cookies: cookies[k], PID: uint32(t.pid)})
+			l, err = ex.UprobeMulti(nil, r.objs.ApiInstant, &link.UprobeMultiOptions{Addresses: offs, Cookies: cookies[k], PID: uint32(t.pid)})
 		}
 		if err != nil {
 			closeLinks(links)
@@ -341,12 +367,12 @@ func (s *Session) probeRecordSites(t *target, w *recordWatch) ([]link.Link, map[
 	return links, keep, nil
 }
 
-// widenRecords probes t's record functions again, the call sites' probes
+// widen probes t's record functions again, the call sites' probes
 // going: the job read an event recorded elsewhere.
-func (s *Session) widenRecords(t *target) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	w := s.recordWatches[t.pid]
+func (r *Records) widen(t *target) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := r.watches[t.pid]
 	if w == nil {
 		return
 	}
@@ -355,22 +381,22 @@ func (s *Session) widenRecords(t *target) {
 		if len(l.recordPlan.Probes) == 0 || l.records != nil {
 			continue
 		}
-		rs, err := attachPrograms(s.objs, t.pid, l.recordPlan, ProgInstant)
+		rs, err := attachPrograms(r.objs, t.pid, l.recordPlan, ProgInstant)
 		errs = append(errs, err)
 		l.records = rs
 	}
 	gone := t.recordSites
 	t.recordSites = nil
-	delete(s.narrowedSites, t.pid)
+	delete(r.narrowedTo, t.pid)
 	next := newRecordWatch(time.Now(), w.widenings+1)
 	next.done = next.widenings >= recordWidenings
-	s.recordWatches[t.pid] = next
-	s.cfg.Log.Info("CUDA event records probed at their functions again: the job read an event recorded elsewhere",
+	r.watches[t.pid] = next
+	r.cfg.Log.Info("CUDA event records probed at their functions again: the job read an event recorded elsewhere",
 		"pid", t.pid, "for good", next.done)
 	if err := errors.Join(errs...); err != nil {
-		s.warnUnlessExited(t, "record probes not attached again", err)
+		r.warnUnlessExited(t, "record probes not attached again", err)
 	}
-	s.closer.close(gone, nil, func(err error) { s.cfg.Log.Warn("record call-site probes not all detached", "pid", t.pid, "err", err) })
+	r.closer.close(gone, nil, func(err error) { r.cfg.Log.Warn("record call-site probes not all detached", "pid", t.pid, "err", err) })
 }
 
 // recordFunction is where the runtime's record function api is in t's

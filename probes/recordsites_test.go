@@ -17,7 +17,7 @@ func runUntilRecords(t *testing.T, s *Session, pid int, within time.Duration, wh
 	t.Helper()
 	for end := time.Now().Add(within); ; {
 		s.mu.Lock()
-		w := s.recordWatches[pid]
+		w := s.records.watches[pid]
 		done := w != nil && ok(w)
 		s.mu.Unlock()
 		if done {
@@ -81,18 +81,18 @@ func TestRecordsNarrowToReadSites(t *testing.T) {
 		pid = p
 	}
 	s.mu.Unlock()
-	s.NarrowRecords(pid)
+	s.records.Narrow(pid)
 	runUntilRecords(t, s, pid, 6*time.Second, "narrowed", func(w *recordWatch) bool { return w.narrowed })
 	s.closer.wait()                                               // the functions' probes closed
 	if _, err := runFor(t, s, 200*time.Millisecond); err != nil { // what they reported before
 		t.Fatal(err)
 	}
-	before, _ := s.Objects().ApiInstant.Stats()
+	before, _ := s.objs.ApiInstant.Stats()
 	c, err := runFor(t, s, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	after, _ := s.Objects().ApiInstant.Stats()
+	after, _ := s.objs.ApiInstant.Stats()
 	byAPI, withCaller, reads := recordCalls(c)
 	timing, library := byAPI["cudaEventRecordWithFlags"], byAPI["cudaEventRecord"]
 	if reads < 30 || reads > 130 || timing < 2*reads-2 || library != 0 || withCaller != 0 {

@@ -1,8 +1,6 @@
 package probes
 
 import (
-	"errors"
-	"io/fs"
 	"maps"
 	"slices"
 	"time"
@@ -91,11 +89,32 @@ func splitSampled(lp LibraryPlan, launches bool) (calls, sampled LibraryPlan) {
 	return calls, sampled
 }
 
+// Sampling attaches probes part of the time, process by process: a
+// process's launch probes once its steps are found (SampleLaunches), its
+// Python wait probes with them but for those its steps need
+// (SamplePythonWaits), and the wait probes of a process that loads no
+// CUDA (cpuonly.go). Its per-process state is the target's sampler and
+// Python links, under mu.
+type Sampling struct{ *core }
+
+func (m *Sampling) observe([]events.Event) {}
+
+func (m *Sampling) forget(int) {}
+
+// tick switches the probes whose phase is over, with the markers that
+// say so.
+func (m *Sampling) tick(now time.Time) {
+	m.sampleCPUOnly(now)
+	if marks := m.switchDue(now); len(marks) > 0 {
+		m.addMarks(marks...)
+	}
+}
+
 // attachSampled attaches a library's probes that go with the launch
 // probes.
-func (s *Session) attachSampled(pid int, lp LibraryPlan) ([]link.Link, error) {
-	_, sampled := splitSampled(lp, s.cfg.Launches)
-	return attachPrograms(s.objs, pid, sampled, slices.Concat([]Program{ProgLaunch}, callPrograms)...)
+func (m *Sampling) attachSampled(pid int, lp LibraryPlan) ([]link.Link, error) {
+	_, sampled := splitSampled(lp, m.cfg.Launches)
+	return attachPrograms(m.objs, pid, sampled, slices.Concat([]Program{ProgLaunch}, callPrograms)...)
 }
 
 // SampleLaunches starts counting pid's launches only on of every period;
@@ -103,13 +122,13 @@ func (s *Session) attachSampled(pid int, lp LibraryPlan) ([]link.Link, error) {
 // attached in full until this is called for it: finding its step boundary
 // needs them, so one process of a job (an engine) finding its steps must
 // not thin out the launches of another (a rank still loading its model).
-func (s *Session) SampleLaunches(pid int, period, on time.Duration) {
-	if on >= period || !s.cfg.Launches {
+func (m *Sampling) SampleLaunches(pid int, period, on time.Duration) {
+	if on >= period || !m.cfg.Launches {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if t := s.targets[pid]; t != nil {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if t := m.targets[pid]; t != nil {
 		t.sampler = launchSampler{enabled: true, period: period, on: on, since: time.Now()}
 	}
 }
@@ -141,16 +160,16 @@ func (sp *launchSampler) fit(step time.Duration) bool {
 
 // FitLaunchPhases tells pid's launch sampling how long its steps take
 // (their median wall time): its on phases grow to hold whole ones.
-func (s *Session) FitLaunchPhases(pid int, step time.Duration) {
-	s.mu.Lock()
-	t := s.targets[pid]
+func (m *Sampling) FitLaunchPhases(pid int, step time.Duration) {
+	m.mu.Lock()
+	t := m.targets[pid]
 	if t == nil || !t.sampler.fit(step) {
-		s.mu.Unlock()
+		m.mu.Unlock()
 		return
 	}
 	on, period := t.sampler.on, t.sampler.period
-	s.mu.Unlock()
-	s.cfg.Log.Debug("launch phases lengthened to hold whole steps", "pid", pid, "step", step, "on", on, "period", period)
+	m.mu.Unlock()
+	m.cfg.Log.Debug("launch phases lengthened to hold whole steps", "pid", pid, "step", step, "on", on, "period", period)
 }
 
 // SamplePythonWaits makes pid's Python wait probes go with its launch
@@ -166,11 +185,11 @@ func (s *Session) FitLaunchPhases(pid int, step time.Duration) {
 // after its first on phase of 1 s, and kept every wait probed for ~10 s
 // more. Called where the switches are made (Run's sink), so that no
 // switch comes between.
-func (s *Session) SamplePythonWaits(pid int, keep []string, writes bool) bool {
-	s.mu.Lock()
-	t := s.targets[pid]
+func (m *Sampling) SamplePythonWaits(pid int, keep []string, writes bool) bool {
+	m.mu.Lock()
+	t := m.targets[pid]
 	if t == nil || !t.sampler.enabled || t.sampler.waits || t.pyLinks == nil {
-		s.mu.Unlock()
+		m.mu.Unlock()
 		return false
 	}
 	t.pyKeep = pyProbeSet{}
@@ -182,11 +201,11 @@ func (s *Session) SamplePythonWaits(pid int, keep []string, writes bool) bool {
 		now := monotonicNow()
 		mark := events.Event{Kind: events.KindLaunchProbes, PID: uint32(pid), Start: now, End: now}
 		mark.Args[0] = 1 // launches off, waits gated
-		s.addMarksLocked(mark)
+		m.addMarksLocked(mark)
 	}
-	s.mu.Unlock()
+	m.mu.Unlock()
 	if off {
-		s.pausePythonWaits(t)
+		m.pausePythonWaits(t)
 	}
 	return true
 }
@@ -194,25 +213,25 @@ func (s *Session) SamplePythonWaits(pid int, keep []string, writes bool) bool {
 // KeepPythonWaits attaches pid's Python wait probes for good, where they
 // went with its launch probes (a step needed one of those); false if they
 // did not. The marker says the waits are probed from then on.
-func (s *Session) KeepPythonWaits(pid int) bool {
-	s.mu.Lock()
-	t := s.targets[pid]
+func (m *Sampling) KeepPythonWaits(pid int) bool {
+	m.mu.Lock()
+	t := m.targets[pid]
 	if t == nil || !t.sampler.waits {
-		s.mu.Unlock()
+		m.mu.Unlock()
 		return false
 	}
 	t.sampler.waits = false
-	s.mu.Unlock()
-	s.resumePythonWaits(t)
+	m.mu.Unlock()
+	m.resumePythonWaits(t)
 	// Stamped once they are in place, launch counting as it was.
 	now := monotonicNow()
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	mark := events.Event{Kind: events.KindLaunchProbes, PID: uint32(t.pid), Start: now, End: now}
 	if !t.sampler.off {
 		mark.Out = 1
 	}
-	s.addMarksLocked(mark)
+	m.addMarksLocked(mark)
 	return true
 }
 
@@ -224,18 +243,18 @@ func (s *Session) KeepPythonWaits(pid int) bool {
 // every wait of the process for good, its resource-sharer thread's reads,
 // writes and GIL included (~2,000 a second on the H200 host, in the path
 // of every rank's get). False where its waits do not go with its launches.
-func (s *Session) KeepMorePythonWaits(pid int, keep []string, writes bool) bool {
-	s.mu.Lock()
-	t := s.targets[pid]
+func (m *Sampling) KeepMorePythonWaits(pid int, keep []string, writes bool) bool {
+	m.mu.Lock()
+	t := m.targets[pid]
 	if t == nil || !t.sampler.waits || t.sampler.cpuOnly {
-		s.mu.Unlock()
+		m.mu.Unlock()
 		return false
 	}
 	addKept(t.pyKeep, keep, writes)
 	paused := t.pyLinks == nil
-	s.mu.Unlock()
+	m.mu.Unlock()
 	if paused {
-		s.attachKept(t) // else as the waits next pause
+		m.attachKept(t) // else as the waits next pause
 	}
 	return true
 }
@@ -256,26 +275,26 @@ func addKept(set pyProbeSet, keep []string, writes bool) {
 
 // attachKept attaches those of t's kept wait probes not attached as kept
 // yet; false if it could not.
-func (s *Session) attachKept(t *target) bool {
-	s.mu.Lock()
+func (m *Sampling) attachKept(t *target) bool {
+	m.mu.Lock()
 	add := pyProbeSet{}
 	for name := range t.pyKeep {
 		if !t.pyKeptNames[name] {
 			add[name] = true
 		}
 	}
-	s.mu.Unlock()
+	m.mu.Unlock()
 	if len(add) == 0 {
 		return true
 	}
-	links, err := attachPython(s.objs, t.python, *t.sems, add, nil)
+	links, err := attachPython(m.objs, t.python, *t.sems, add, nil)
 	if err != nil {
-		s.warnUnlessExited(t, "attach the Python wait probes kept", err, "pid", t.pid)
+		m.warnUnlessExited(t, "attach the Python wait probes kept", err, "pid", t.pid)
 		return false
 	}
-	s.mu.Lock()
-	if t.exited || s.targets[t.pid] != t {
-		s.mu.Unlock()
+	m.mu.Lock()
+	if t.exited || m.targets[t.pid] != t {
+		m.mu.Unlock()
 		closeLinks(links) // waits for the kernel: not under mu
 		return false
 	}
@@ -286,67 +305,67 @@ func (s *Session) attachKept(t *target) bool {
 		t.pyKeptNames[name] = true
 	}
 	t.pyKept = append(t.pyKept, links...)
-	s.mu.Unlock()
+	m.mu.Unlock()
 	return true
 }
 
 // pausePythonWaits detaches t's Python wait probes but those kept. It
 // attaches the kept ones not attached apart yet first: for a moment both
 // report them, which a step counts once (waits inside waits).
-func (s *Session) pausePythonWaits(t *target) {
-	if !s.attachKept(t) {
+func (m *Sampling) pausePythonWaits(t *target) {
+	if !m.attachKept(t) {
 		return // all stay attached
 	}
-	s.mu.Lock()
+	m.mu.Lock()
 	links := t.pyLinks
 	t.pyLinks = nil
-	s.mu.Unlock()
+	m.mu.Unlock()
 	began := time.Now()
-	s.closer.close(links, func() {
-		s.cfg.Log.Debug("Python wait probes paused", "pid", t.pid, "links", len(links), "took", time.Since(began))
-		if s.pyPaused != nil {
-			s.pyPaused(t.pid, monotonicNow())
+	m.closer.close(links, func() {
+		m.cfg.Log.Debug("Python wait probes paused", "pid", t.pid, "links", len(links), "took", time.Since(began))
+		if m.hooks.pyPaused != nil {
+			m.hooks.pyPaused(t.pid, monotonicNow())
 		}
-	}, func(err error) { s.cfg.Log.Warn("Python wait probes not all detached", "pid", t.pid, "err", err) })
+	}, func(err error) { m.cfg.Log.Warn("Python wait probes not all detached", "pid", t.pid, "err", err) })
 }
 
 // resumePythonWaits attaches t's Python wait probes again, but those kept
 // attached; nothing if they are attached.
-func (s *Session) resumePythonWaits(t *target) {
-	s.mu.Lock()
+func (m *Sampling) resumePythonWaits(t *target) {
+	m.mu.Lock()
 	attached, except := t.pyLinks != nil, maps.Clone(t.pyKeptNames)
-	s.mu.Unlock()
+	m.mu.Unlock()
 	if attached {
 		return
 	}
-	if s.pyResuming != nil {
-		s.pyResuming(t.pid, monotonicNow())
+	if m.hooks.pyResuming != nil {
+		m.hooks.pyResuming(t.pid, monotonicNow())
 	}
-	links, err := attachPython(s.objs, t.python, *t.sems, nil, except)
+	links, err := attachPython(m.objs, t.python, *t.sems, nil, except)
 	if err != nil {
-		s.warnUnlessExited(t, "reattach Python wait probes", err, "pid", t.pid)
+		m.warnUnlessExited(t, "reattach Python wait probes", err, "pid", t.pid)
 		return
 	}
-	s.mu.Lock()
-	if t.exited || s.targets[t.pid] != t {
-		s.mu.Unlock()
+	m.mu.Lock()
+	if t.exited || m.targets[t.pid] != t {
+		m.mu.Unlock()
 		closeLinks(links)
 		return
 	}
 	t.pyLinks = links
-	s.mu.Unlock()
+	m.mu.Unlock()
 }
 
 // launchesOn reports whether t's launches are being counted now.
-func (s *Session) launchesOn(t *target) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cfg.Launches && (!t.sampler.off || t.sampler.cpuOnly)
+func (m *Sampling) launchesOn(t *target) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cfg.Launches && (!t.sampler.off || t.sampler.cpuOnly)
 }
 
-// sampleLaunches switches the targets' launch probes at their phase ends
+// switchDue switches the targets' launch probes at their phase ends
 // and returns the marker events that say so, one a switched target.
-func (s *Session) sampleLaunches(now time.Time) []events.Event {
+func (m *Sampling) switchDue(now time.Time) []events.Event {
 	type switched struct {
 		t     *target
 		off   bool // probes going off (else on)
@@ -354,8 +373,8 @@ func (s *Session) sampleLaunches(now time.Time) []events.Event {
 		libs  []*attachedLib
 	}
 	var due []switched
-	s.mu.Lock()
-	for _, t := range s.targets {
+	m.mu.Lock()
+	for _, t := range m.targets {
 		sp := &t.sampler
 		phase := sp.on
 		if sp.off {
@@ -371,17 +390,17 @@ func (s *Session) sampleLaunches(now time.Time) []events.Event {
 		}
 		due = append(due, sw)
 	}
-	s.mu.Unlock()
+	m.mu.Unlock()
 	var marks []events.Event
 	for _, sw := range due {
-		marks = append(marks, s.switchLaunches(sw.t, sw.off, sw.waits, sw.libs))
+		marks = append(marks, m.switchLaunches(sw.t, sw.off, sw.waits, sw.libs))
 	}
 	return marks
 }
 
 // switchLaunches attaches (or, off, detaches) a target's launch probes in
 // libs, and with waits its Python wait probes, and returns the marker.
-func (s *Session) switchLaunches(t *target, off, waits bool, libs []*attachedLib) events.Event {
+func (m *Sampling) switchLaunches(t *target, off, waits bool, libs []*attachedLib) events.Event {
 	pid := t.pid
 	// The marker must bracket the probes conservatively: "off" is stamped
 	// before the probes go, "on" once they are all in place, so that no
@@ -395,19 +414,19 @@ func (s *Session) switchLaunches(t *target, off, waits bool, libs []*attachedLib
 	}
 	switch {
 	case waits && off:
-		s.pausePythonWaits(t)
+		m.pausePythonWaits(t)
 	case waits:
-		s.resumePythonWaits(t)
+		m.resumePythonWaits(t)
 	}
 	for _, l := range libs {
 		if off {
-			s.closer.close(l.launch, nil, func(err error) { s.cfg.Log.Warn("launch probes not all detached", "pid", pid, "err", err) })
+			m.closer.close(l.launch, nil, func(err error) { m.cfg.Log.Warn("launch probes not all detached", "pid", pid, "err", err) })
 			l.launch = nil
 			continue
 		}
-		links, err := s.attachSampled(pid, l.plan)
+		links, err := m.attachSampled(pid, l.plan)
 		if err != nil {
-			s.warnUnlessExited(t, "reattach launch probes", err, "pid", pid, "file", l.plan.File.Path)
+			m.warnUnlessExited(t, "reattach launch probes", err, "pid", pid, "file", l.plan.File.Path)
 			continue
 		}
 		l.launch = links
@@ -418,24 +437,6 @@ func (s *Session) switchLaunches(t *target, off, waits bool, libs []*attachedLib
 	mark.Start = mark.End
 	return mark
 }
-
-// warnUnlessExited logs a failure (err) to attach to t's process as a
-// warning, or, where the process is exiting, at debug level: its files
-// went with it (an on phase due as the job ends), which is no concern of
-// the user's. A process's root goes as its first thread exits, its pidfd
-// reads as exited once the last has: the wait spans that, and only a
-// file gone is waited on (the event loop calls this).
-func (s *Session) warnUnlessExited(t *target, msg string, err error, args ...any) {
-	args = append(args, "err", err)
-	if errors.Is(err, fs.ErrNotExist) && exitedWithin(t, exitingFor) {
-		s.cfg.Log.Debug(msg+": the process has exited", args...)
-		return
-	}
-	s.cfg.Log.Warn(msg, args...)
-}
-
-// exitingFor bounds warnUnlessExited's wait: a failure path only.
-const exitingFor = 200 * time.Millisecond
 
 // monotonicNow reads CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.
 func monotonicNow() uint64 {

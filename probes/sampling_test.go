@@ -122,7 +122,7 @@ func TestDeviceCopiesGoWithLaunches(t *testing.T) {
 		h.calls(300000)
 	}()
 	time.Sleep(50 * time.Millisecond)
-	s.SampleLaunches(pid, time.Hour, time.Millisecond)
+	s.sampling.SampleLaunches(pid, time.Hour, time.Millisecond)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		mu.Lock()
@@ -181,7 +181,7 @@ func TestLaunchSamplerFit(t *testing.T) {
 // debug line saying so.
 func TestWarnUnlessExited(t *testing.T) {
 	var logged bytes.Buffer
-	s := &Session{cfg: Config{Log: slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))}}
+	s := &core{cfg: Config{Log: slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))}}
 	target := func(args ...string) (*target, *exec.Cmd) {
 		cmd := exec.Command(args[0], args[1:]...)
 		if err := cmd.Start(); err != nil {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/gpuprof/gpuprof/cudaapi"
-	"github.com/gpuprof/gpuprof/events"
 )
 
 // scan reads pid's maps and attaches to every CUDA or loader file not yet
@@ -46,7 +45,7 @@ func (s *Session) scan(t *target) ([]LibraryPlan, error) {
 			continue
 		}
 		if python || libc {
-			if err := s.scanPython(t, f, python); err != nil {
+			if err := s.python.scanFile(t, f, python); err != nil {
 				return added, err
 			}
 			continue
@@ -63,11 +62,11 @@ func (s *Session) scan(t *target) ([]LibraryPlan, error) {
 			return added, err
 		}
 		lib := &attachedLib{plan: lp, links: links}
-		if err := s.attachTwins(t, lib, twins); err != nil {
+		if err := s.twins.attach(t, lib, twins); err != nil {
 			return added, err
 		}
-		if s.launchesOn(t) {
-			if lib.launch, err = s.attachSampled(t.pid, lp); err != nil {
+		if s.sampling.launchesOn(t) {
+			if lib.launch, err = s.sampling.attachSampled(t.pid, lp); err != nil {
 				lib.close()
 				return added, err
 			}
@@ -78,17 +77,17 @@ func (s *Session) scan(t *target) ([]LibraryPlan, error) {
 		t.cudaReady = t.cudaReady || cuda
 		s.mu.Unlock()
 		if cuda {
-			s.endCPUOnly(t)
+			s.sampling.endCPUOnly(t)
 		}
 		added = append(added, lp)
 		s.cfg.Log.Debug("attached", "pid", t.pid, "file", f.Path, "probes", len(lp.Probes))
 	}
-	if lp, err := s.attachPythonWaits(t); err != nil {
+	if lp, err := s.python.attachWaits(t); err != nil {
 		return added, err
 	} else if lp != nil {
 		added = append(added, *lp)
 	}
-	s.watchPythonCalls(t)
+	s.python.watchCalls(t)
 	return added, nil
 }
 
@@ -124,60 +123,6 @@ func (s *Session) scanUser(t *target, f MappedFile) (*LibraryPlan, error) {
 	return &lp, nil
 }
 
-// scanPython looks at a file that may hold the interpreter (python) or be
-// the C library, and remembers what it found.
-func (s *Session) scanPython(t *target, f MappedFile, python bool) error {
-	lib := &attachedLib{} // looked at
-	if python {
-		p, err := PlanPython(s.cfg.ProcRoot, t.pid, f)
-		s.cfg.Log.Debug("python", "pid", t.pid, "file", f.Path, "found", p != nil, "err", err)
-		if err != nil {
-			return err
-		}
-		if p != nil {
-			t.python = p
-			lib.plan = LibraryPlan{PID: t.pid, File: f, Python: p}
-		}
-	} else {
-		sp, err := PlanSemaphores(f)
-		if err != nil {
-			return err
-		}
-		t.sems = &sp
-	}
-	s.mu.Lock()
-	t.libs[f.Key()] = lib
-	s.mu.Unlock()
-	return nil
-}
-
-// attachPythonWaits puts the wait probes in once both the interpreter and
-// libc are known, and returns the interpreter's plan to report. A Python
-// gpuprof cannot read is reported in the plan, not as an error: CUDA
-// profiling goes on.
-func (s *Session) attachPythonWaits(t *target) (*LibraryPlan, error) {
-	p := t.python
-	if t.pyDone || p == nil || (p.Err == nil && t.sems == nil) {
-		return nil, nil
-	}
-	t.pyDone = true
-	lp := &LibraryPlan{PID: t.pid, File: p.File, Python: p}
-	if p.Err != nil || s.cfg.NoPython {
-		return lp, nil
-	}
-	links, err := attachPython(s.objs, p, *t.sems, nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	now := monotonicNow()
-	s.mu.Lock()
-	t.pyLinks = links
-	s.addMarksLocked(events.Event{Kind: events.KindPyAttached, PID: uint32(t.pid), Start: now, End: now})
-	s.mu.Unlock()
-	s.startPoolLearning(t.pid, time.Now())
-	return lp, nil
-}
-
 func (s *Session) rescan(force bool) []LibraryPlan {
 	var added []LibraryPlan
 	s.mu.Lock()
@@ -195,7 +140,7 @@ func (s *Session) rescan(force bool) []LibraryPlan {
 			// A process that exited since the last poll (a DataLoader
 			// worker at the end of an epoch) is no failure to report.
 			s.mu.Lock()
-			gone := s.exitedNow(t)
+			gone := exitedWithin(t, 0)
 			t.exited = t.exited || gone
 			s.mu.Unlock()
 			if !gone {

@@ -3,6 +3,7 @@ package probes
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"sync"
@@ -32,8 +33,9 @@ type Config struct {
 	// CPUOnlyPeriod (cpuonly.go); 0: never.
 	CPUOnlyAfter, CPUOnlyPeriod, CPUOnlyOn time.Duration
 	// CountWaits counts the Python wait probes' hits by process and
-	// function (Session.Objects().WaitCounts), for --probe-stats.
-	CountWaits bool
+	// function, and ProgramStats turns on the kernel's BPF statistics
+	// while the session is open (Session.ProbeStats), for --probe-stats.
+	CountWaits, ProgramStats bool
 	Options
 	Log *slog.Logger
 }
@@ -45,49 +47,27 @@ func DefaultConfig() Config {
 		Options:      Options{Launches: true}, Log: slog.Default()}
 }
 
-// Session holds the loaded BPF objects and everything attached to targets.
+// Session holds the loaded BPF objects and everything attached to
+// targets: it plans and attaches each process's probes (scan.go), reads
+// their events (run.go), and hands the events to the controllers that
+// change what stays attached.
 type Session struct {
-	cfg    Config
-	objs   *bpf.Objects
-	reader *ringbuf.Reader
-	drain  *drainer // reads reader, from the first Run on (drain.go)
-	closer *backgroundCloser
-	// pyPaused, where set (the tests), hears when a pause has closed the
-	// last of a process's Python wait probes, on the events' clock: the
-	// close runs in the background, for a time the host's load decides.
-	pyPaused func(pid int, at uint64)
-	// pyResuming, where set (the tests), hears when a process's Python
-	// wait probes begin to be attached again: they report from then on,
-	// before the marker that says so (stamped once all are in place).
-	pyResuming func(pid int, at uint64)
-	// noAnchors, where set (the tests), times every Python function with
-	// watchpoints, as when its native anchors cannot be found.
-	noAnchors bool
+	*core
+	reader    *ringbuf.Reader
+	delivered atomic.Uint64 // events handed to the sink (Stats, from any goroutine)
+	closed    bool
+	progStats io.Closer // the kernel's BPF statistics, with Config.ProgramStats
 
-	mu           sync.Mutex
-	targets      map[int]*target
-	delivered    atomic.Uint64 // events handed to the sink (Stats, from any goroutine)
-	closed       bool
 	lastChildren time.Time
-	follow       []int      // processes to attach to at the next poll (Follow)
-	marks        []heldMark // launch-probe markers and pool readings for a coming batch
-	pools        *poolWatch
-	// twinCalls counts, by process, the calls deciding whether its
-	// driver twins go (twins.go); under mu.
-	twinCalls map[int]twinCounts
-	// twinLayers are the twin groups decided, by process (twins.go);
-	// under mu.
-	twinLayers map[int]map[string]twinLayer
-	// poolLearning: Python processes whose short waits are reported until
-	// their pool is seen, until when (poollearn.go); under mu.
-	poolLearning map[int]time.Time
-	poolLearners atomic.Int32 // len(poolLearning), read with no lock
-	// recordWatches: processes whose event records may be probed at
-	// their readers' call sites only (recordsites.go); under mu.
-	recordWatches map[int]*recordWatch
-	// narrowedSites: the call sites each process's records were last
-	// probed at, while they were (RecordSites); kept past detach.
-	narrowedSites map[int]int
+	follow       []int // processes to attach to at the next poll (Follow); under mu
+
+	python   *cpython
+	twins    *twinDecider
+	records  *Records
+	sampling *Sampling
+	// controllers are the above that steer probes from the events, and
+	// the pool learning, in the order Run hands them a batch.
+	controllers []controller
 }
 
 type target struct {
@@ -180,10 +160,14 @@ func Open(cfg Config) (*Session, error) {
 		objs.Close()
 		return nil, fmt.Errorf("open ring buffer: %w", err)
 	}
-	sess := &Session{cfg: cfg, objs: objs, reader: rd, closer: newBackgroundCloser(), targets: map[int]*target{}, twinCalls: map[int]twinCounts{},
-		twinLayers: map[int]map[string]twinLayer{}, recordWatches: map[int]*recordWatch{}, narrowedSites: map[int]int{}}
+	c := &core{cfg: cfg, objs: objs, closer: newBackgroundCloser(), targets: map[int]*target{}}
+	sess := &Session{core: c, reader: rd, twins: newTwinDecider(c), sampling: &Sampling{c}}
+	sess.records = newRecords(c, sess.twins)
+	learning := newPoolLearner(c)
+	sess.python = &cpython{core: c, learning: learning}
+	sess.controllers = []controller{sess.twins, sess.records, learning, sess.sampling}
 	if !cfg.NoPython {
-		sess.pools = newPoolWatch(func(pid uint32, p bpfPool) error {
+		pools := newPoolWatch(func(pid uint32, p bpfPool) error {
 			if p.addr == 0 {
 				return objs.Pools.Delete(pid)
 			}
@@ -191,13 +175,46 @@ func Open(cfg Config) (*Session, error) {
 			// take differences, and skip one that goes down.
 			return objs.Pools.Put(pid, bpf.PoolWord{Addr: p.addr, Max: p.max, State: p.state, ReadFd: p.readFD})
 		})
-		sess.pools.procRoot, sess.pools.peers, sess.pools.stepless = cfg.ProcRoot, sess.otherTargets, sess.cpuOnly
+		pools.procRoot, pools.peers, pools.stepless = cfg.ProcRoot, c.otherTargets, sess.sampling.cpuOnly
+		sess.python.pools = pools
+	}
+	if cfg.ProgramStats {
+		if sess.progStats, err = bpf.EnableStats(); err != nil {
+			sess.Close()
+			return nil, err
+		}
 	}
 	return sess, nil
 }
 
-// Objects exposes the loaded programs (for benchmarks).
-func (s *Session) Objects() *bpf.Objects { return s.objs }
+// Sampling is what attaches the session's probes part of the time.
+func (s *Session) Sampling() *Sampling { return s.sampling }
+
+// Records is what narrows the session's record probes to their readers'
+// call sites.
+func (s *Session) Records() *Records { return s.records }
+
+// ProgramStat is how often one BPF program ran, and for how long.
+type ProgramStat = bpf.ProgramStat
+
+// WaitCount is how often one Python wait probe fired in one process's
+// thread, and how many of those it reported.
+type WaitCount = bpf.WaitCount
+
+// ProbeStats is how often each BPF program ran and for how long (with
+// Config.ProgramStats), and the Python wait probes' hits by process and
+// function (with Config.CountWaits).
+func (s *Session) ProbeStats() ([]ProgramStat, []WaitCount, error) {
+	var progs []ProgramStat
+	if s.progStats != nil {
+		progs = s.objs.ProgramStats()
+	}
+	if !s.cfg.CountWaits {
+		return progs, nil, nil
+	}
+	waits, err := s.objs.WaitCounts()
+	return progs, waits, err
+}
 
 // Attach starts following pid: the loader hook, and every CUDA library it
 // has mapped. Libraries it maps later are attached as they appear.
@@ -215,7 +232,7 @@ func (s *Session) Attach(pid int) ([]LibraryPlan, error) {
 	s.mu.Unlock()
 	plans, err := s.scan(t)
 	if err != nil {
-		if s.exitedNow(t) {
+		if exitedWithin(t, 0) {
 			return plans, nil // gone while we looked: Run reports the exit
 		}
 		return plans, err
@@ -224,14 +241,11 @@ func (s *Session) Attach(pid int) ([]LibraryPlan, error) {
 	// library loaded between the first read and the hook shows up here,
 	// any later one fires the hook.
 	more, err := s.scan(t)
-	if err != nil && s.exitedNow(t) {
+	if err != nil && exitedWithin(t, 0) {
 		err = nil
 	}
 	return append(plans, more...), err
 }
-
-// exitedNow reports whether t's process has exited.
-func (s *Session) exitedNow(t *target) bool { return exitedWithin(t, 0) }
 
 // exitedWithin reports whether t's process has exited, waiting up to d
 // for it to.
@@ -267,31 +281,9 @@ func (s *Session) Libraries(pid int) []LibraryPlan {
 // sample pool's length is then read at each of its CUDA call returns
 // (Event.Pool).
 func (s *Session) SetStepThread(pid int, tid uint32) {
-	if s.pools != nil {
-		s.pools.setStepThread(pid, tid)
+	if s.python.pools != nil {
+		s.python.pools.setStepThread(pid, tid)
 	}
-}
-
-// otherTargets are the targets still running other than pid.
-func (s *Session) otherTargets(pid int) []int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []int
-	for p, t := range s.targets {
-		if p != pid && !t.exited {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// cpuOnly says whether pid's wait probes are thinned as a CPU-only
-// process's: it has loaded no CUDA for Config.CPUOnlyAfter (cpuonly.go).
-func (s *Session) cpuOnly(pid int) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t := s.targets[pid]
-	return t != nil && t.sampler.enabled && t.sampler.cpuOnly
 }
 
 // Stats returns the loss counters, summed over CPUs.
@@ -366,15 +358,10 @@ func (s *Session) Detach(pid int) error {
 	s.mu.Lock()
 	t := s.targets[pid]
 	delete(s.targets, pid)
-	delete(s.twinCalls, pid)
-	delete(s.twinLayers, pid)
-	delete(s.recordWatches, pid)
-	if _, ok := s.poolLearning[pid]; ok {
-		delete(s.poolLearning, pid)
-		s.setPoolLearning(pid, false)
-	}
 	s.mu.Unlock()
-	s.objs.ForgetTwins(uint32(pid))
+	for _, c := range s.controllers {
+		c.forget(pid)
+	}
 	if t == nil {
 		return nil
 	}
@@ -388,7 +375,7 @@ func (s *Session) Detach(pid int) error {
 	s.mu.Unlock()
 	// All at once: the target is let go of, its events no longer matter.
 	errs := []error{closeAtOnce(links)}
-	s.unwatchPythonCalls(t)
+	s.python.unwatchCalls(t)
 	if t.python != nil {
 		s.objs.Python.Delete(uint32(pid))
 	}
@@ -429,6 +416,9 @@ func (s *Session) Close() error {
 	wg.Wait()
 	errs = append(errs, detached...)
 	s.closer.wait()
+	if s.progStats != nil {
+		errs = append(errs, s.progStats.Close())
+	}
 	errs = append(errs, s.objs.Close())
 	return errors.Join(errs...)
 }

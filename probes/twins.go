@@ -2,6 +2,7 @@ package probes
 
 import (
 	"slices"
+	"time"
 
 	"github.com/cilium/ebpf/link"
 
@@ -213,29 +214,57 @@ func twinsSeen(hits map[uint16]uint64, sampledD2D bool) (seen map[string]uint64,
 	return seen, undirected
 }
 
-// decideTwins settles the twin groups of t whose window is full: one
+// twinDecider decides, for each process, which layer times each twin
+// group (above), and closes the other layer's probes of the group.
+type twinDecider struct {
+	*core
+	// calls counts, by process, the calls deciding whether its driver
+	// twins go; under mu.
+	calls map[int]twinCounts
+	// layers are the twin groups decided, by process; under mu. A
+	// library the process loads later is probed at that layer only.
+	layers map[int]map[string]twinLayer
+}
+
+func newTwinDecider(c *core) *twinDecider {
+	return &twinDecider{core: c, calls: map[int]twinCounts{}, layers: map[int]map[string]twinLayer{}}
+}
+
+func (d *twinDecider) tick(time.Time) {}
+
+// forget drops a detached process's counts and decisions, in the
+// programs too.
+func (d *twinDecider) forget(pid int) {
+	d.mu.Lock()
+	delete(d.calls, pid)
+	delete(d.layers, pid)
+	d.mu.Unlock()
+	d.objs.ForgetTwins(uint32(pid))
+}
+
+// decide settles the twin groups of t whose window is full: one
 // layer's probes of the group go, the other's join their libraries'
 // links for good.
-func (s *Session) decideTwins(t *target) {
-	s.mu.Lock()
+func (d *twinDecider) decide(t *target) {
+	d.mu.Lock()
 	full := false
-	for _, n := range s.twinCalls[t.pid] {
+	for _, n := range d.calls[t.pid] {
 		full = full || n != nil && n.window[0] >= twinEvidence
 	}
-	s.mu.Unlock()
+	d.mu.Unlock()
 	if !full {
 		return
 	}
-	hits, err := s.objs.TwinCounts(uint32(t.pid))
+	hits, err := d.objs.TwinCounts(uint32(t.pid))
 	if err != nil {
-		s.cfg.Log.Warn("twin counts not read: both layers stay probed", "pid", t.pid, "err", err)
+		d.cfg.Log.Warn("twin counts not read: both layers stay probed", "pid", t.pid, "err", err)
 		return
 	}
-	seen, undirected := twinsSeen(hits, s.cfg.Launches)
+	seen, undirected := twinsSeen(hits, d.cfg.Launches)
 	var gone []link.Link
 	raise := false
-	s.mu.Lock()
-	counts := s.twinCalls[t.pid]
+	d.mu.Lock()
+	counts := d.calls[t.pid]
 	for g, n := range counts {
 		if n == nil {
 			continue
@@ -245,34 +274,34 @@ func (s *Session) decideTwins(t *target) {
 		case twinUndecided:
 			continue
 		case twinRestart:
-			s.cfg.Log.Debug("both layers stay probed: calls made straight to the driver", "pid", t.pid, "calls", g,
+			d.cfg.Log.Debug("both layers stay probed: calls made straight to the driver", "pid", t.pid, "calls", g,
 				"runtime", n.window[0], "straight to the driver", n.window[1])
 			n.window = [2]uint64{}
 			continue
 		case twinDriver:
 			raise = true
-			s.cfg.Log.Info("CUDA runtime probes detached: the driver's time these calls and those made straight to it",
+			d.cfg.Log.Info("CUDA runtime probes detached: the driver's time these calls and those made straight to it",
 				"pid", t.pid, "calls", g, "runtime", n.runtime, "seen in the driver", seen[g])
 		case twinRuntime:
-			s.cfg.Log.Info("driver probes detached: the CUDA runtime's probes time these calls, those made straight to the driver go unseen",
+			d.cfg.Log.Info("driver probes detached: the CUDA runtime's probes time these calls, those made straight to the driver go unseen",
 				"pid", t.pid, "calls", g, "runtime", n.window[0], "straight to the driver", n.window[1])
 		}
 		gone = append(gone, settleTwins(t, g, layer)...)
 		counts[g] = nil
-		s.decidedTwins(t.pid)[g] = layer
+		d.decided(t.pid)[g] = layer
 	}
-	s.mu.Unlock()
+	d.mu.Unlock()
 	var after func()
 	if raise {
 		// The runtime calls in flight as their probes went will never be
 		// seen returning.
 		after = func() {
-			if err := s.objs.RaiseRuntimeGeneration(); err != nil {
-				s.cfg.Log.Warn("runtime calls in flight not ended", "err", err)
+			if err := d.objs.RaiseRuntimeGeneration(); err != nil {
+				d.cfg.Log.Warn("runtime calls in flight not ended", "err", err)
 			}
 		}
 	}
-	s.closer.close(gone, after, func(err error) { s.cfg.Log.Warn("twin probes not all detached", "pid", t.pid, "err", err) })
+	d.closer.close(gone, after, func(err error) { d.cfg.Log.Warn("twin probes not all detached", "pid", t.pid, "err", err) })
 }
 
 // settleTwins keeps the group's links of the layer that times it, in
@@ -331,26 +360,26 @@ func keepsTwins(layer cudaapi.Layer, decided twinLayer) bool {
 	return layer == cudaapi.LayerDriver && decided == twinDriver || layer == cudaapi.LayerRuntime && decided == twinRuntime
 }
 
-// decidedTwins are the groups decided for pid, by the layer that times
+// decided are the groups decided for pid, by the layer that times
 // them: a library that pid loads later is probed at that layer only.
 // Under mu.
-func (s *Session) decidedTwins(pid int) map[string]twinLayer {
-	d := s.twinLayers[pid]
-	if d == nil {
-		d = map[string]twinLayer{}
-		s.twinLayers[pid] = d
+func (d *twinDecider) decided(pid int) map[string]twinLayer {
+	l := d.layers[pid]
+	if l == nil {
+		l = map[string]twinLayer{}
+		d.layers[pid] = l
 	}
-	return d
+	return l
 }
 
-// countTwins counts the call events of a batch for their processes' twin
+// observe counts the call events of a batch for their processes' twin
 // decisions, and makes the decisions due.
-func (s *Session) countTwins(batch []events.Event) {
-	s.mu.Lock()
+func (d *twinDecider) observe(batch []events.Event) {
+	d.mu.Lock()
 	// The processes with a group still undecided: once all are decided
 	// (the usual state), a batch costs nothing here.
 	var counting map[int]twinCounts
-	for pid, c := range s.twinCalls {
+	for pid, c := range d.calls {
 		for _, n := range c {
 			if n != nil {
 				if counting == nil {
@@ -362,7 +391,7 @@ func (s *Session) countTwins(batch []events.Event) {
 		}
 	}
 	if counting == nil {
-		s.mu.Unlock()
+		d.mu.Unlock()
 		return
 	}
 	due := map[*target]bool{}
@@ -375,35 +404,35 @@ func (s *Session) countTwins(batch []events.Event) {
 		if c == nil {
 			continue
 		}
-		c.count(ev, s.cfg.Launches)
-		if t := s.targets[int(ev.PID)]; t != nil {
+		c.count(ev, d.cfg.Launches)
+		if t := d.targets[int(ev.PID)]; t != nil {
 			due[t] = true
 		}
 	}
-	s.mu.Unlock()
+	d.mu.Unlock()
 	for t := range due {
-		s.decideTwins(t)
+		d.decide(t)
 	}
 }
 
-// attachTwins attaches a library's twin groups: undecided ones apart, in
+// attach attaches a library's twin groups: undecided ones apart, in
 // lib.twins, for the process's calls to settle; decided ones with the
 // library's other links, or not at all, as decided.
-func (s *Session) attachTwins(t *target, lib *attachedLib, twins map[string]LibraryPlan) error {
+func (d *twinDecider) attach(t *target, lib *attachedLib, twins map[string]LibraryPlan) error {
 	for g, tp := range twins {
-		s.mu.Lock()
-		layer := s.decidedTwins(t.pid)[g]
-		s.mu.Unlock()
+		d.mu.Lock()
+		layer := d.decided(t.pid)[g]
+		d.mu.Unlock()
 		if layer != twinUndecided && !keepsTwins(tp.Layer, layer) {
 			continue
 		}
 		rest, records := splitRecords(tp)
-		ls, err := attachPrograms(s.objs, t.pid, rest, callPrograms...)
+		ls, err := attachPrograms(d.objs, t.pid, rest, callPrograms...)
 		if err != nil {
 			lib.close()
 			return err
 		}
-		rs, err := attachPrograms(s.objs, t.pid, records, ProgInstant)
+		rs, err := attachPrograms(d.objs, t.pid, records, ProgInstant)
 		if err != nil {
 			closeLinks(ls)
 			lib.close()
@@ -424,14 +453,14 @@ func (s *Session) attachTwins(t *target, lib *attachedLib, twins map[string]Libr
 		if len(rs) > 0 {
 			lib.twins[twinRecordLinks] = rs
 		}
-		s.mu.Lock()
-		if s.twinCalls[t.pid] == nil {
-			s.twinCalls[t.pid] = twinCounts{}
+		d.mu.Lock()
+		if d.calls[t.pid] == nil {
+			d.calls[t.pid] = twinCounts{}
 		}
-		if s.twinCalls[t.pid][g] == nil {
-			s.twinCalls[t.pid][g] = &twinTally{}
+		if d.calls[t.pid][g] == nil {
+			d.calls[t.pid][g] = &twinTally{}
 		}
-		s.mu.Unlock()
+		d.mu.Unlock()
 	}
 	return nil
 }

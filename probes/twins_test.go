@@ -98,7 +98,7 @@ func settledTwins(t *testing.T, s *Session, args ...string) map[string]twinLayer
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	counts, layers := s.twinCalls[d.PID()], s.twinLayers[d.PID()]
+	counts, layers := s.twins.calls[d.PID()], s.twins.layers[d.PID()]
 	for _, g := range twinGroups {
 		if n, ok := counts[g]; !ok || n != nil {
 			t.Errorf("%s: undecided after 3 s (counts %v)", g, n)
@@ -149,7 +149,7 @@ func TestTwinsSettleOnTheDriver(t *testing.T) {
 			t.Errorf("%s: %v, want the driver's", g, layers[g])
 		}
 	}
-	objs := s.Objects()
+	objs := s.objs
 	before, _ := objs.ApiEntry.Stats()
 	beforeInstant, _ := objs.ApiInstant.Stats()
 	c, err := runFor(t, s, time.Second)
@@ -218,7 +218,7 @@ func TestTwinWindows(t *testing.T) {
 		drv = &attachedLib{plan: LibraryPlan{Layer: cudaapi.LayerDriver}, twins: map[string][]link.Link{twinCopies: nil}}
 		s.mu.Lock()
 		s.targets[pid] = &target{pid: pid, libs: map[string]*attachedLib{"libcudart": rt, "libcuda": drv}}
-		s.twinCalls[pid] = twinCounts{twinCopies: &twinTally{}}
+		s.twins.calls[pid] = twinCounts{twinCopies: &twinTally{}}
 		s.mu.Unlock()
 		return rt, drv
 	}
@@ -230,17 +230,17 @@ func TestTwinWindows(t *testing.T) {
 
 	const setup = 1 << 22 // pids no process has
 	_, drv := fake(setup)
-	s.countTwins(slices.Concat(call("cuMemcpyHtoDAsync_v2", setup, 146), call("cudaMemcpyAsync", setup, twinEvidence)))
-	if n := s.twinCalls[setup][twinCopies]; n == nil || n.window != [2]uint64{} || n.runtime != twinEvidence {
+	s.twins.observe(slices.Concat(call("cuMemcpyHtoDAsync_v2", setup, 146), call("cudaMemcpyAsync", setup, twinEvidence)))
+	if n := s.twins.calls[setup][twinCopies]; n == nil || n.window != [2]uint64{} || n.runtime != twinEvidence {
 		t.Fatalf("after a window with 146 direct calls: counts %+v, want a new window", n)
 	}
-	s.countTwins(call("cudaMemcpyAsync", setup, twinEvidence-1))
+	s.twins.observe(call("cudaMemcpyAsync", setup, twinEvidence-1))
 	if _, ok := drv.twins[twinCopies]; !ok {
 		t.Fatal("decided before the window was full")
 	}
-	s.countTwins(slices.Concat(call("cuMemcpyAsync", setup, 1), call("cudaMemcpyAsync", setup, 1)))
-	if n := s.twinCalls[setup][twinCopies]; n != nil || s.twinLayers[setup][twinCopies] != twinRuntime {
-		t.Errorf("counts %+v, layer %v after a window of %d runtime calls and one direct, want the runtime's", n, s.twinLayers[setup][twinCopies], twinEvidence)
+	s.twins.observe(slices.Concat(call("cuMemcpyAsync", setup, 1), call("cudaMemcpyAsync", setup, 1)))
+	if n := s.twins.calls[setup][twinCopies]; n != nil || s.twins.layers[setup][twinCopies] != twinRuntime {
+		t.Errorf("counts %+v, layer %v after a window of %d runtime calls and one direct, want the runtime's", n, s.twins.layers[setup][twinCopies], twinEvidence)
 	}
 	if len(drv.twins) != 0 {
 		t.Error("twin links still held after the group was decided")
@@ -252,18 +252,18 @@ func TestTwinWindows(t *testing.T) {
 	a, _ := cudaapi.ByName("cuMemcpyHtoDAsync_v2")
 	perCPU := make([]uint64, ebpf.MustPossibleCPU())
 	perCPU[0] = twinEvidence
-	objs := s.Objects()
+	objs := s.objs
 	if err := objs.TwinHits.Put(bpf.TwinKey{Pid: seen, Api: a.ID}, perCPU); err != nil {
 		t.Fatal(err)
 	}
 	defer objs.ForgetTwins(seen)
 	var gen0, gen1 uint64
 	objs.RtGen.Get(&gen0)
-	s.countTwins(call("cudaMemcpyAsync", seen, twinEvidence))
+	s.twins.observe(call("cudaMemcpyAsync", seen, twinEvidence))
 	s.closer.wait() // the generation is raised once the runtime's links are closed
 	objs.RtGen.Get(&gen1)
-	if s.twinLayers[seen][twinCopies] != twinDriver || len(rt.twins) != 0 {
-		t.Errorf("layer %v, runtime twins %v, want the driver's", s.twinLayers[seen][twinCopies], rt.twins)
+	if s.twins.layers[seen][twinCopies] != twinDriver || len(rt.twins) != 0 {
+		t.Errorf("layer %v, runtime twins %v, want the driver's", s.twins.layers[seen][twinCopies], rt.twins)
 	}
 	if gen1 != gen0+1 {
 		t.Errorf("runtime generation %d after %d, want raised once as the runtime's probes went", gen1, gen0)
@@ -277,8 +277,8 @@ func TestTwinWindows(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer objs.ForgetTwins(undirected)
-	s.countTwins(call("cudaMemcpyAsync", undirected, twinEvidence))
-	if s.twinLayers[undirected][twinCopies] != twinRuntime {
-		t.Errorf("layer %v with undirected driver copies, want the runtime's", s.twinLayers[undirected][twinCopies])
+	s.twins.observe(call("cudaMemcpyAsync", undirected, twinEvidence))
+	if s.twins.layers[undirected][twinCopies] != twinRuntime {
+		t.Errorf("layer %v with undirected driver copies, want the runtime's", s.twins.layers[undirected][twinCopies])
 	}
 }

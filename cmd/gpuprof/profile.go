@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
-	"github.com/gpuprof/gpuprof/bpf"
 	"github.com/gpuprof/gpuprof/correlate"
 	"github.com/gpuprof/gpuprof/events"
 	"github.com/gpuprof/gpuprof/probes"
@@ -153,7 +152,7 @@ func openSession(f *profileFlags) (*probes.Session, error) {
 	cfg.NoPython = f.noPython
 	cfg.User = f.user
 	cfg.Children = f.children
-	cfg.CountWaits = f.probeStats
+	cfg.CountWaits, cfg.ProgramStats = f.probeStats, f.probeStats
 	if f.launchDuty < 1 {
 		// A process that has loaded no CUDA by then (a CPU-only producer)
 		// has its Python wait probes thinned like launches.
@@ -186,14 +185,14 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		// so the launches, probed all the time.
 		if first && f.launchDuty < 1 && !a.MatchesDeviceCopies() {
 			period, on := launchCycle(f.launchDuty)
-			sess.SampleLaunches(int(a.PID), period, on)
+			sess.Sampling().SampleLaunches(int(a.PID), period, on)
 		}
 		if first && f.recordSites && !a.MatchesRecords() {
-			sess.NarrowRecords(int(a.PID))
+			sess.Records().Narrow(int(a.PID))
 		}
 	}
-	st.onWaits = newWaitKeeper(sess, slog.Default()).need
-	st.onStepTime = func(pid uint32, step time.Duration) { sess.FitLaunchPhases(int(pid), step) }
+	st.onWaits = newWaitKeeper(sess.Sampling(), slog.Default()).need
+	st.onStepTime = func(pid uint32, step time.Duration) { sess.Sampling().FitLaunchPhases(int(pid), step) }
 	var trace *events.TraceWriter
 	if f.record != "" {
 		h := events.TraceHeader{Version: version, NoLaunchCounts: f.noLaunches}
@@ -224,14 +223,6 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, f.duration)
 		defer cancel()
-	}
-	if f.probeStats {
-		stats, err := bpf.EnableStats()
-		if err != nil {
-			st.finish()
-			return err
-		}
-		defer stats.Close()
 	}
 	out := &sink{trace: trace, st: st}
 	stopGPUs := gw.run(ctx, out.add, func(x events.Xid) { out.add(x.Event()) })
@@ -275,11 +266,11 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		report.WriteGPUs(stdout, runs, correlate.Groups(runs, gw.groups), gw.views)
 	}
 	if f.probeStats {
-		writeProbeStats(stdout, sess.Objects().ProgramStats(), attached)
-		waits, err := sess.Objects().WaitCounts()
+		progs, waits, err := sess.ProbeStats()
 		if err != nil {
 			return errors.Join(runErr, outErr, out.traceErr, err)
 		}
+		writeProbeStats(stdout, progs, attached)
 		writeWaitCounts(stdout, waits, attached)
 	}
 	return errors.Join(runErr, outErr, out.traceErr)

@@ -5,7 +5,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/gpuprof/gpuprof/bpf"
 	"github.com/gpuprof/gpuprof/correlate"
 	"github.com/gpuprof/gpuprof/cudaapi"
 	"github.com/gpuprof/gpuprof/probes"
@@ -54,7 +53,7 @@ func writeSummaries(w io.Writer, sess *probes.Session, st *stepper, attached tim
 		run := p.corr.Summary()
 		s := report.Summary{Target: target, Attached: attached.Seconds(), Run: run, LaunchSampling: sampling,
 			Engine: correlate.EngineProcess(run)}
-		s.RecordSites, s.RecordsNarrowed = sess.RecordSites(int(pid))
+		s.RecordSites, s.RecordsNarrowed = sess.Records().Sites(int(pid))
 		for _, k := range kl {
 			if k.PID != pid {
 				continue
@@ -74,8 +73,8 @@ func writeSummaries(w io.Writer, sess *probes.Session, st *stepper, attached tim
 
 // writeProbeStats prints how often each program ran: the probe hits the
 // job paid for. The run time is the program's own; each hit also costs the
-// trap into the kernel (FACTS §2: ~1 µs for a uprobe, ~2 for a return probe).
-func writeProbeStats(w io.Writer, stats []bpf.ProgramStat, attached time.Duration) {
+// trap into the kernel (docs/facts.md §2: ~1 µs for a uprobe, ~2 for a return probe).
+func writeProbeStats(w io.Writer, stats []probes.ProgramStat, attached time.Duration) {
 	fmt.Fprintln(w, "\nBPF programs (--probe-stats): runs, runs a second, mean run time (the trap into the kernel not included)")
 	for _, s := range stats {
 		fmt.Fprintf(w, "  %-15s %10d %10.0f/s %8.0f ns\n", s.Name, s.Runs, float64(s.Runs)/attached.Seconds(),
@@ -86,7 +85,7 @@ func writeProbeStats(w io.Writer, stats []bpf.ProgramStat, attached time.Duratio
 // writeWaitCounts prints the Python wait probes' hits by process, function
 // and thread: which of a job's waits the probes trap, and how many were
 // long enough to read frames (the costly part).
-func writeWaitCounts(w io.Writer, waits []bpf.WaitCount, attached time.Duration) {
+func writeWaitCounts(w io.Writer, waits []probes.WaitCount, attached time.Duration) {
 	if len(waits) == 0 {
 		return
 	}
