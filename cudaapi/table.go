@@ -1,6 +1,6 @@
 package cudaapi
 
-// The table follows what an unmodified PyTorch job goes through (FACTS.md §3):
+// The table follows what an unmodified PyTorch job goes through (docs/facts.md §3):
 // the runtime entry points the application calls, and the driver entry points
 // that cuBLAS, cuDNN, NCCL and Triton reach through cuGetProcAddress.
 //

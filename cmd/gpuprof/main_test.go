@@ -371,95 +371,90 @@ func TestPythonPipelines(t *testing.T) {
 	testenv.RequireRoot(t)
 	verdicts := map[string]string{"infer": "bottleneck: inference", "data": "bottleneck: training: data loading",
 		"compute": "bottleneck: training: GPU compute"}
-	for name, python := range testenv.Pythons(t) {
-		modes := []string{"infer", "data", "procs-infer", "procs-data"}
-		if name == "pyenv-3.12" {
-			modes = append(modes, "compute")
-		}
-		for _, run := range modes {
-			mode, procs := strings.CutPrefix(run, "procs-")
-			t.Run(name+"/"+run, func(t *testing.T) {
-				args := []string{"--mode", mode, "--steps", "150"}
-				flags := []string{"--record", filepath.Join(t.TempDir(), "trace.jsonl.gz")}
-				call := "queue.Queue.get"
+	python := testenv.EndToEndPython(t)
+	for _, run := range []string{"infer", "data", "procs-infer", "procs-data", "compute"} {
+		mode, procs := strings.CutPrefix(run, "procs-")
+		t.Run(run, func(t *testing.T) {
+			args := []string{"--mode", mode, "--steps", "150"}
+			flags := []string{"--record", filepath.Join(t.TempDir(), "trace.jsonl.gz")}
+			call := "queue.Queue.get"
+			if !procs && mode == "infer" {
+				flags = append(flags, "--probe-stats")
+			}
+			if procs {
+				// The engine processes too: a full queue's blocked
+				// puts are theirs, and name its semaphore.
+				args, call = append(args, "--procs"), "multiprocessing.Queue.get"
+				flags = append(flags, "--children")
+			}
+			// No --batch-size: the batch is the items the step took
+			// from the queue (a queue.Queue's deque counter, a
+			// multiprocessing queue's pipe reads).
+			required := []string{"period", "compute_time", "dispatch_wait", "data_time", "pool", "thru"}
+			switch {
+			case mode != "infer":
+				required = append(required, "step_time", "train_capacity")
+			case !procs:
+				// The engine threads' iterations, found with no flag.
+				// (Where they do not pause, an iteration is ~0.6 ms
+				// and the Python around the truth's clock reads weighs
+				// ~10%.) Engine processes make no CUDA calls here.
+				required = append(required, "infer_batch_time", "infer_capacity", "train_capacity")
+			default: // engine processes feeding a starved trainer
+				// The trainer's gets timed whole (--whole-gets): the
+				// Python a multiprocessing get runs after its wait,
+				// unpickling included, is dispatch wait as in the
+				// truth (+1.0-1.4% step_time; +4-6% without).
+				required = append(required, "step_time", "train_capacity")
+			}
+			for attempt := 0; ; attempt++ {
+				truth, steps, r := attachToPipeline(t, python, args, flags...)
+				res := compareWithTruth(t, truth, steps, required...)
+				if !res.OneToOne && res.FieldsPass() && attempt == 0 {
+					// A rare misplaced boundary on a loaded 2-core
+					// machine (README: ~1 run in 60): run once more.
+					t.Logf("%d steps, %d matched: one cut wrong; running once more", res.Ours, res.Matched)
+					continue
+				}
+				if mode == "data" && attempt == 0 && poolUnseen(res) {
+					// A thread-mode pool that no get or put waited on
+					// (not even for the 5 µs reported while gpuprof
+					// looks for it) is not found: its queue never
+					// shows in a wait's frames (README, Pools; ~1 run
+					// in 15-30). Run once more.
+					t.Logf("the pool was not seen in %d steps; running once more", res.Ours)
+					continue
+				}
+				if !res.Pass() {
+					t.Errorf("gpuprof's %d steps (%d matched, one to one %v) do not match the job's log within 5%%", res.Ours, res.Matched, res.OneToOne)
+				}
+				trace := flags[1]
+				if mode == "infer" {
+					// The trainer waits to get samples, which names its
+					// pool before its steps are found; where it does not,
+					// the pool is polled until they are (~2 s, most of
+					// this short run).
+					checkPoolReadAtReturn(t, trace)
+				}
+				if mode == "infer" && !strings.Contains(r.stdout, call) {
+					t.Errorf("no %s wait in the summary:\n%s", call, r.stdout)
+				}
 				if !procs && mode == "infer" {
-					flags = append(flags, "--probe-stats")
+					checkWaitCounts(t, r.stdout)
 				}
-				if procs {
-					// The engine processes too: a full queue's blocked
-					// puts are theirs, and name its semaphore.
-					args, call = append(args, "--procs"), "multiprocessing.Queue.get"
-					flags = append(flags, "--children")
+				// attach times the trainer's gets whole (--whole-gets) once
+				// it has seen one block: where the pool stays full from
+				// the start (data-bound) none may, and none is timed.
+				if procs && (mode == "infer" || trainerWaitedInGet.MatchString(r.stdout)) &&
+					!strings.Contains(r.stdout, " "+wholeGets[strings.IndexByte(wholeGets, ':')+1:]) {
+					t.Errorf("no whole multiprocessing gets timed in the summary:\n%s", r.stdout)
 				}
-				// No --batch-size: the batch is the items the step took
-				// from the queue (a queue.Queue's deque counter, a
-				// multiprocessing queue's pipe reads).
-				required := []string{"period", "compute_time", "dispatch_wait", "data_time", "pool", "thru"}
-				switch {
-				case mode != "infer":
-					required = append(required, "step_time", "train_capacity")
-				case !procs:
-					// The engine threads' iterations, found with no flag.
-					// (Where they do not pause, an iteration is ~0.6 ms
-					// and the Python around the truth's clock reads weighs
-					// ~10%.) Engine processes make no CUDA calls here.
-					required = append(required, "infer_batch_time", "infer_capacity", "train_capacity")
-				default: // engine processes feeding a starved trainer
-					// The trainer's gets timed whole (--whole-gets): the
-					// Python a multiprocessing get runs after its wait,
-					// unpickling included, is dispatch wait as in the
-					// truth (+1.0-1.4% step_time; +4-6% without).
-					required = append(required, "step_time", "train_capacity")
+				if !strings.Contains(r.stdout, verdicts[mode]) {
+					t.Errorf("verdict for the %s-bound run: want %q in\n%s", mode, verdicts[mode], r.stdout)
 				}
-				for attempt := 0; ; attempt++ {
-					truth, steps, r := attachToPipeline(t, python, args, flags...)
-					res := compareWithTruth(t, truth, steps, required...)
-					if !res.OneToOne && res.FieldsPass() && attempt == 0 {
-						// A rare misplaced boundary on a loaded 2-core
-						// machine (README: ~1 run in 60): run once more.
-						t.Logf("%d steps, %d matched: one cut wrong; running once more", res.Ours, res.Matched)
-						continue
-					}
-					if mode == "data" && attempt == 0 && poolUnseen(res) {
-						// A thread-mode pool that no get or put waited on
-						// (not even for the 5 µs reported while gpuprof
-						// looks for it) is not found: its queue never
-						// shows in a wait's frames (README, Pools; ~1 run
-						// in 15-30). Run once more.
-						t.Logf("the pool was not seen in %d steps; running once more", res.Ours)
-						continue
-					}
-					if !res.Pass() {
-						t.Errorf("gpuprof's %d steps (%d matched, one to one %v) do not match the job's log within 5%%", res.Ours, res.Matched, res.OneToOne)
-					}
-					trace := flags[1]
-					if mode == "infer" {
-						// The trainer waits to get samples, which names its
-						// pool before its steps are found; where it does not,
-						// the pool is polled until they are (~2 s, most of
-						// this short run).
-						checkPoolReadAtReturn(t, trace)
-					}
-					if mode == "infer" && !strings.Contains(r.stdout, call) {
-						t.Errorf("no %s wait in the summary:\n%s", call, r.stdout)
-					}
-					if !procs && mode == "infer" {
-						checkWaitCounts(t, r.stdout)
-					}
-					// attach times the trainer's gets whole (--whole-gets) once
-					// it has seen one block: where the pool stays full from
-					// the start (data-bound) none may, and none is timed.
-					if procs && (mode == "infer" || trainerWaitedInGet.MatchString(r.stdout)) &&
-						!strings.Contains(r.stdout, " "+wholeGets[strings.IndexByte(wholeGets, ':')+1:]) {
-						t.Errorf("no whole multiprocessing gets timed in the summary:\n%s", r.stdout)
-					}
-					if !strings.Contains(r.stdout, verdicts[mode]) {
-						t.Errorf("verdict for the %s-bound run: want %q in\n%s", mode, verdicts[mode], r.stdout)
-					}
-					break
-				}
-			})
-		}
+				break
+			}
+		})
 	}
 }
 
@@ -613,50 +608,45 @@ func TestChildrenEachWithTheirSteps(t *testing.T) {
 // seed's rule applied to that log.
 func TestDataLoaderPipelines(t *testing.T) {
 	testenv.RequireRoot(t)
-	for name, python := range testenv.Pythons(t) {
-		runs := []string{"mp/data", "pin/compute"}
-		if name == "pyenv-3.12" {
-			runs = append(runs, "mp/compute", "pin/data")
-		}
-		for _, run := range runs {
-			loader, mode, _ := strings.Cut(run, "/")
-			t.Run(name+"/"+run, func(t *testing.T) {
-				args := []string{"--mode", mode, "--dataloader", loader, "--steps", "120"}
-				required := []string{"period", "compute_time", "step_time", "data_time", "train_capacity", "thru"}
-				if mode == "data" {
-					// A loop that waits for its batches names their queue.
-					// Compute-bound, it may never wait (a batch is always
-					// ready): then nothing says which queue it takes from,
-					// and there is no pool rather than a guess.
-					required = append(required, "pool")
+	python := testenv.EndToEndPython(t)
+	for _, run := range []string{"mp/data", "pin/compute", "mp/compute", "pin/data"} {
+		loader, mode, _ := strings.Cut(run, "/")
+		t.Run(run, func(t *testing.T) {
+			args := []string{"--mode", mode, "--dataloader", loader, "--steps", "120"}
+			required := []string{"period", "compute_time", "step_time", "data_time", "train_capacity", "thru"}
+			if mode == "data" {
+				// A loop that waits for its batches names their queue.
+				// Compute-bound, it may never wait (a batch is always
+				// ready): then nothing says which queue it takes from,
+				// and there is no pool rather than a guess.
+				required = append(required, "pool")
+			}
+			flags := []string{"--children", "--batch-size", "4"}
+			if run == "mp/data" {
+				// The DataLoader's __next__, watched (by its real name).
+				flags = append(flags, "--preset", "pytorch")
+			}
+			truth, steps, r := attachToPipeline(t, python, args, flags...)
+			res := compareWithTruth(t, truth, steps, required...)
+			if run == "mp/data" {
+				m := regexp.MustCompile(`data\s+(\d+)\s+1\s+\S+\s+\S+ torch\.utils\.data\.dataloader:_BaseDataLoaderIter\.__next__`).FindStringSubmatch(r.stdout)
+				if n, _ := strconv.Atoi(safeIndex(m, 1)); n < 100 {
+					t.Errorf("the DataLoader's __next__ timed %d times, want one a step (120):\n%s", n, r.stdout)
 				}
-				flags := []string{"--children", "--batch-size", "4"}
-				if run == "mp/data" {
-					// The DataLoader's __next__, watched (by its real name).
-					flags = append(flags, "--preset", "pytorch")
+			}
+			if !res.Pass() {
+				t.Errorf("gpuprof's %d steps (%d matched, one to one %v) do not match the loop's log within 5%%", res.Ours, res.Matched, res.OneToOne)
+			}
+			for _, want := range []string{seedVerdict(t, truth), "DataLoader ("} {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("summary lacks %q:\n%s", want, r.stdout)
 				}
-				truth, steps, r := attachToPipeline(t, python, args, flags...)
-				res := compareWithTruth(t, truth, steps, required...)
-				if run == "mp/data" {
-					m := regexp.MustCompile(`data\s+(\d+)\s+1\s+\S+\s+\S+ torch\.utils\.data\.dataloader:_BaseDataLoaderIter\.__next__`).FindStringSubmatch(r.stdout)
-					if n, _ := strconv.Atoi(safeIndex(m, 1)); n < 100 {
-						t.Errorf("the DataLoader's __next__ timed %d times, want one a step (120):\n%s", n, r.stdout)
-					}
-				}
-				if !res.Pass() {
-					t.Errorf("gpuprof's %d steps (%d matched, one to one %v) do not match the loop's log within 5%%", res.Ours, res.Matched, res.OneToOne)
-				}
-				for _, want := range []string{seedVerdict(t, truth), "DataLoader ("} {
-					if !strings.Contains(r.stdout, want) {
-						t.Errorf("summary lacks %q:\n%s", want, r.stdout)
-					}
-				}
-				// Workers exit with the loop: no failure to report.
-				if strings.Contains(r.stderr, "rescan failed") {
-					t.Errorf("a worker's exit reported as a failure:\n%s", r.stderr)
-				}
-			})
-		}
+			}
+			// Workers exit with the loop: no failure to report.
+			if strings.Contains(r.stderr, "rescan failed") {
+				t.Errorf("a worker's exit reported as a failure:\n%s", r.stderr)
+			}
+		})
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 	"github.com/gpuprof/gpuprof/probes"
 )
 
-// presets bundle the --probe specs of a kind of job (FACTS.md §4). Python
+// presets bundle the --probe specs of a kind of job (docs/facts.md §4). Python
 // waits (queue gets, DataLoader, sleeps) need no preset: they are timed in
 // every CPython job.
 var presets = map[string][]string{

@@ -40,24 +40,18 @@ const shapeAttach = "5s"
 // step_time, data_time, compute_time and dispatch_wait within 5% as
 // medians and as means over the matched steps (a dispatch wait the truth
 // does not have, under 5% of step_time); the verdict by the seed's rule
-// applied to the log. Every shape on pyenv-3.12; a data-bound run of each
-// Python shape (polled: its inference-bound one, the poll its point) on every other
-// interpreter.
+// applied to the log. Every shape on pyenv-3.12, the end-to-end tests'
+// interpreter (the CPython matrix is tested in probes and pymem).
 func TestLoopShapes(t *testing.T) {
 	testenv.RequireRoot(t)
 	build := testenv.Fixtures(t)
 	script := filepath.Join(testenv.Root(), "testdata", "python", "shapes.py")
-	pythons := testenv.Pythons(t)
+	python := testenv.EndToEndPython(t)
 	var runs []shapeRun
-	py := func(name, python, shape, mode string) shapeRun {
-		return shapeRun{name + "/" + shape + "/" + mode,
-			[]string{python, script, build, "--shape", shape, "--mode", mode, "--steps", "100000"}}
-	}
-	if python, ok := pythons["pyenv-3.12"]; ok {
-		for _, sm := range []string{"sync/data", "sync/compute", "accum/data", "accum/compute", "accum/infer", "polled/data", "polled/infer", "polled/compute"} {
-			shape, mode, _ := strings.Cut(sm, "/")
-			runs = append(runs, py("pyenv-3.12", python, shape, mode))
-		}
+	for _, sm := range []string{"sync/data", "sync/compute", "accum/data", "accum/compute", "accum/infer", "polled/data", "polled/infer", "polled/compute"} {
+		shape, mode, _ := strings.Cut(sm, "/")
+		runs = append(runs, shapeRun{"py/" + sm,
+			[]string{python, script, build, "--shape", shape, "--mode", mode, "--steps", "100000"}})
 	}
 	demo := filepath.Join(build, "demo-trainer")
 	for _, c := range []struct{ name, flags string }{
@@ -67,19 +61,6 @@ func TestLoopShapes(t *testing.T) {
 		{"sync/compute", "--timing sync --data-ms 1 --compute-ms 6"},
 	} {
 		runs = append(runs, shapeRun{"c/" + c.name, append([]string{demo, "--steps", "100000"}, strings.Fields(c.flags)...)})
-	}
-	names := slices.Sorted(func(yield func(string) bool) {
-		for n := range pythons {
-			if n != "pyenv-3.12" && !yield(n) {
-				return
-			}
-		}
-	})
-	for _, name := range names {
-		for _, sm := range []string{"sync/data", "accum/data", "polled/infer"} {
-			shape, mode, _ := strings.Cut(sm, "/")
-			runs = append(runs, py(name, pythons[name], shape, mode))
-		}
 	}
 	for _, run := range runs {
 		t.Run(run.name, func(t *testing.T) { checkShape(t, run) })

@@ -150,3 +150,17 @@ func Pythons(t testing.TB) map[string]string {
 	}
 	return found
 }
+
+// EndToEndPython is the interpreter the end-to-end tests (cmd/gpuprof)
+// run their Python loops on: pyenv's 3.12. The CPython matrix (frame
+// layouts, wait probes, pools, watched functions on each version) is
+// tested once, in pymem and probes, where that support lives. Missing, it
+// skips loudly.
+func EndToEndPython(t testing.TB) string {
+	t.Helper()
+	python, ok := Pythons(t)["pyenv-3.12"]
+	if !ok {
+		Skip(t, "needs pyenv's Python 3.12, the end-to-end tests' interpreter")
+	}
+	return python
+}

@@ -1,5 +1,5 @@
 // ray_core_worker.cc: a stand-in for Ray's _raylet.so, declaring
-// ray::core::CoreWorker::Get with its real signature (FACTS.md §4), so that
+// ray::core::CoreWorker::Get with its real signature (docs/facts.md §4), so that
 // the angelspec preset's probe carries the real mangled name. Get blocks
 // until enough objects were put (a producer is an inference engine), as
 // ray.get on a Ray queue does. extern "C" entry points for ctypes.
