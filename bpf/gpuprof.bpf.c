@@ -21,23 +21,64 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define EV_PY_GIL 6
 #define EV_WRITE 7
 
-// Attach cookie layout, written by probes/cookie.go.
-#define COOKIE_API(c) ((c) & 0xffff)
-#define COOKIE_LAYER(c) (((c) >> 16) & 0xf)
-#define COOKIE_OUT(c) (((c) >> 20) & 0xf)
-#define COOKIE_OUT_ARG(c) (((c) >> 24) & 0xf)
-#define COOKIE_FUNC_ARG(c) (((c) >> 28) & 0xf)
-#define COOKIE_NAME_ARG(c) (((c) >> 32) & 0xf) // 0: none, else index+1
-#define COOKIE_GRAPH(c) (((c) >> 40) & 1)
-#define COOKIE_TWIN(c) (((c) >> 44) & 3) // the kind a runtime call shares with the driver's, 0: none (probes/twins.go)
-#define COOKIE_CALLER(c) (((c) >> 48) & 1) // note the caller: a runtime record's function, not its call site (probes/recordsites.go)
+// Attach cookie layout: each field of the 64-bit cookie a CUDA call's
+// probe is attached with, as its shift and its mask (the field's width).
+// bpf2go generates them into Go (bpf.Cookie*), from which probes/cookie.go
+// packs every cookie; here they are compile-time constants, as literals
+// would be. (A Python wait probe's cookie is, whole, which wait function
+// it is on: probes/cookie.go waitCookie.)
+enum cookie_layout {
+	COOKIE_API_SHIFT = 0, // the entry point's cudaapi ID
+	COOKIE_API_MASK = 0xffff,
+	COOKIE_LAYER_SHIFT = 16, // enum layer
+	COOKIE_LAYER_MASK = 0xf,
+	COOKIE_OUT_SHIFT = 20, // enum out_kind: what to read through the output pointer
+	COOKIE_OUT_MASK = 0xf,
+	COOKIE_OUT_ARG_SHIFT = 24, // the output pointer's argument, COOKIE_NO_ARG: none
+	COOKIE_OUT_ARG_MASK = 0xf,
+	COOKIE_FUNC_ARG_SHIFT = 28, // the launch argument that is the kernel (0 or 1)
+	COOKIE_FUNC_ARG_MASK = 0xf,
+	// The name's argument + 1; 0: no name event, COOKIE_NO_ARG: a name
+	// event without a name (a handle mapped to a kernel named before).
+	COOKIE_NAME_ARG_SHIFT = 32,
+	COOKIE_NAME_ARG_MASK = 0xf,
+	COOKIE_GRAPH_SHIFT = 40, // a graph launch
+	COOKIE_GRAPH_MASK = 1,
+	// The kind of call a runtime call shares with the driver's, 0: none
+	// (probes/twins.go).
+	COOKIE_TWIN_SHIFT = 44,
+	COOKIE_TWIN_MASK = 3,
+	// Note the caller: a runtime record's function, not its call site
+	// (probes/recordsites.go).
+	COOKIE_CALLER_SHIFT = 48,
+	COOKIE_CALLER_MASK = 1,
+	COOKIE_NO_ARG = 0xf, // an argument field naming no argument (>= NARGS)
+};
 
-#define LAYER_RUNTIME 1
-#define LAYER_DRIVER 2
-#define LAYER_USER 4
+#define COOKIE_FIELD(c, f) (((c) >> COOKIE_##f##_SHIFT) & COOKIE_##f##_MASK)
+#define COOKIE_API(c) COOKIE_FIELD(c, API)
+#define COOKIE_LAYER(c) COOKIE_FIELD(c, LAYER)
+#define COOKIE_OUT(c) COOKIE_FIELD(c, OUT)
+#define COOKIE_OUT_ARG(c) COOKIE_FIELD(c, OUT_ARG)
+#define COOKIE_FUNC_ARG(c) COOKIE_FIELD(c, FUNC_ARG)
+#define COOKIE_NAME_ARG(c) COOKIE_FIELD(c, NAME_ARG)
+#define COOKIE_GRAPH(c) COOKIE_FIELD(c, GRAPH)
+#define COOKIE_TWIN(c) COOKIE_FIELD(c, TWIN)
+#define COOKIE_CALLER(c) COOKIE_FIELD(c, CALLER)
 
-#define OUT_U32 1
-#define OUT_U64 2
+// A cookie's layer: cudaapi.Layer's values (probes/cookie_test.go).
+enum layer {
+	LAYER_RUNTIME = 1,
+	LAYER_DRIVER = 2,
+	LAYER_USER = 4,
+};
+
+// What a call's return reads through its output pointer: cudaapi.Out's
+// values (probes/cookie_test.go).
+enum out_kind {
+	OUT_U32 = 1,
+	OUT_U64 = 2,
+};
 
 #define NARGS 5
 #define NAME_LEN 128
@@ -173,6 +214,9 @@ const struct pool_word *unused_pool_word __attribute__((unused));
 const struct wait_key *unused_wait_key __attribute__((unused));
 const struct wait_count *unused_wait_count __attribute__((unused));
 const struct twin_key *unused_twin_key __attribute__((unused));
+const enum cookie_layout *unused_cookie_layout __attribute__((unused));
+const enum layer *unused_layer __attribute__((unused));
+const enum out_kind *unused_out_kind __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);

@@ -1,0 +1,41 @@
+package bpf
+
+// gpuprof.bpf.c's enums, as the Go constants bpf2go generates from them
+// (-type in doc.go) under shorter names: a value changed in C changes
+// here with the next make generate, and a name dropped there fails to
+// build here.
+
+// The attach cookie's fields, each a shift and a mask (enum
+// cookie_layout): probes/cookie.go packs them.
+const (
+	CookieAPIShift     = uint64(gpuprofCookieLayoutCOOKIE_API_SHIFT)
+	CookieAPIMask      = uint64(gpuprofCookieLayoutCOOKIE_API_MASK)
+	CookieLayerShift   = uint64(gpuprofCookieLayoutCOOKIE_LAYER_SHIFT)
+	CookieLayerMask    = uint64(gpuprofCookieLayoutCOOKIE_LAYER_MASK)
+	CookieOutShift     = uint64(gpuprofCookieLayoutCOOKIE_OUT_SHIFT)
+	CookieOutMask      = uint64(gpuprofCookieLayoutCOOKIE_OUT_MASK)
+	CookieOutArgShift  = uint64(gpuprofCookieLayoutCOOKIE_OUT_ARG_SHIFT)
+	CookieOutArgMask   = uint64(gpuprofCookieLayoutCOOKIE_OUT_ARG_MASK)
+	CookieFuncArgShift = uint64(gpuprofCookieLayoutCOOKIE_FUNC_ARG_SHIFT)
+	CookieFuncArgMask  = uint64(gpuprofCookieLayoutCOOKIE_FUNC_ARG_MASK)
+	CookieNameArgShift = uint64(gpuprofCookieLayoutCOOKIE_NAME_ARG_SHIFT)
+	CookieNameArgMask  = uint64(gpuprofCookieLayoutCOOKIE_NAME_ARG_MASK)
+	CookieGraphShift   = uint64(gpuprofCookieLayoutCOOKIE_GRAPH_SHIFT)
+	CookieGraphMask    = uint64(gpuprofCookieLayoutCOOKIE_GRAPH_MASK)
+	CookieTwinShift    = uint64(gpuprofCookieLayoutCOOKIE_TWIN_SHIFT)
+	CookieTwinMask     = uint64(gpuprofCookieLayoutCOOKIE_TWIN_MASK)
+	CookieCallerShift  = uint64(gpuprofCookieLayoutCOOKIE_CALLER_SHIFT)
+	CookieCallerMask   = uint64(gpuprofCookieLayoutCOOKIE_CALLER_MASK)
+	CookieNoArg        = uint64(gpuprofCookieLayoutCOOKIE_NO_ARG)
+)
+
+// A cookie's layers (enum layer) and what a return reads through its
+// output pointer (enum out_kind): cudaapi's Layer and Out values, as
+// probes/cookie_test.go checks.
+const (
+	LayerRuntime = uint64(gpuprofLayerLAYER_RUNTIME)
+	LayerDriver  = uint64(gpuprofLayerLAYER_DRIVER)
+	LayerUser    = uint64(gpuprofLayerLAYER_USER)
+	OutU32       = uint64(gpuprofOutKindOUT_U32)
+	OutU64       = uint64(gpuprofOutKindOUT_U64)
+)
