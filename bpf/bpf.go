@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
 )
 
@@ -30,25 +31,6 @@ type (
 	Programs    = gpuprofPrograms
 	Maps        = gpuprofMaps
 	Variables   = gpuprofVariables
-)
-
-// Record kinds, the first byte of every ring buffer record.
-const (
-	KindCall       = 1
-	KindKernelName = 2
-	KindLibLoad    = 3
-	KindPyWait     = 5
-	KindPyGIL      = 6
-	KindWrite      = 7
-)
-
-// Counters in the stats map.
-const (
-	StatRingbufFull = iota
-	StatKernelMapFull
-	StatStaleCall
-	StatNoThreadState
-	NumStats
 )
 
 // Settings are the programs' load-time constants.
@@ -88,6 +70,25 @@ func Load(set Settings) (*Objects, error) {
 		return nil, fmt.Errorf("load BPF objects: %w", err)
 	}
 	return &objs, nil
+}
+
+// EnumValues are the values of one of gpuprof.bpf.c's enums by name, as
+// the compiled object's BTF has them: for tests that hold a Go table to
+// the C enum it follows (a new value must be in the table).
+func EnumValues(enum string) (map[string]uint64, error) {
+	spec, err := loadGpuprof()
+	if err != nil {
+		return nil, err
+	}
+	var e *btf.Enum
+	if err := spec.Types.TypeByName(enum, &e); err != nil {
+		return nil, fmt.Errorf("enum %s: %w", enum, err)
+	}
+	out := map[string]uint64{}
+	for _, v := range e.Values {
+		out[v.Name] = v.Value
+	}
+	return out, nil
 }
 
 // RingbufSize is the size of the events ring buffer in bytes.

@@ -5,6 +5,17 @@ package bpf
 // here with the next make generate, and a name dropped there fails to
 // build here.
 
+// Record kinds, the first byte of every ring buffer record (gpuprof.bpf.c's
+// enum event_kind).
+const (
+	KindCall       = uint8(gpuprofEventKindEV_CALL)
+	KindKernelName = uint8(gpuprofEventKindEV_KERNEL_NAME)
+	KindLibLoad    = uint8(gpuprofEventKindEV_LIB_LOAD)
+	KindPyWait     = uint8(gpuprofEventKindEV_PY_WAIT)
+	KindPyGIL      = uint8(gpuprofEventKindEV_PY_GIL)
+	KindWrite      = uint8(gpuprofEventKindEV_WRITE)
+)
+
 // The attach cookie's fields, each a shift and a mask (enum
 // cookie_layout): probes/cookie.go packs them.
 const (
@@ -38,4 +49,13 @@ const (
 	LayerUser    = uint64(gpuprofLayerLAYER_USER)
 	OutU32       = uint64(gpuprofOutKindOUT_U32)
 	OutU64       = uint64(gpuprofOutKindOUT_U64)
+)
+
+// Counters in the stats map (enum stat).
+const (
+	StatRingbufFull   = uint32(gpuprofStatSTAT_RINGBUF_FULL)
+	StatKernelMapFull = uint32(gpuprofStatSTAT_KERNEL_MAP_FULL)
+	StatStaleCall     = uint32(gpuprofStatSTAT_STALE_CALL)
+	StatNoThreadState = uint32(gpuprofStatSTAT_NO_THREAD_STATE)
+	NumStats          = uint32(gpuprofStatNSTATS)
 )

@@ -13,13 +13,17 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-// Event kinds; the first byte of every ring buffer record.
-#define EV_CALL 1
-#define EV_KERNEL_NAME 2
-#define EV_LIB_LOAD 3
-#define EV_PY_WAIT 5
-#define EV_PY_GIL 6
-#define EV_WRITE 7
+// Record kinds, the first byte of every ring buffer record. bpf2go
+// generates them into Go (bpf.Kind*); probes/decode.go maps each to the
+// events kind it decodes to, and its test holds that map to this enum.
+enum event_kind {
+	EV_CALL = 1,
+	EV_KERNEL_NAME = 2,
+	EV_LIB_LOAD = 3,
+	EV_PY_WAIT = 5,
+	EV_PY_GIL = 6,
+	EV_WRITE = 7,
+};
 
 // Attach cookie layout: each field of the 64-bit cookie a CUDA call's
 // probe is attached with, as its shift and its mask (the field's width).
@@ -83,12 +87,14 @@ enum out_kind {
 #define NARGS 5
 #define NAME_LEN 128
 
-// Counters in the stats array.
-#define STAT_RINGBUF_FULL 0
-#define STAT_KERNEL_MAP_FULL 1
-#define STAT_STALE_CALL 2
-#define STAT_NO_THREAD_STATE 3
-#define NSTATS 4
+// Counters in the stats array, generated into Go (bpf.Stat*).
+enum stat {
+	STAT_RINGBUF_FULL,
+	STAT_KERNEL_MAP_FULL,
+	STAT_STALE_CALL,
+	STAT_NO_THREAD_STATE,
+	NSTATS,
+};
 
 struct event {
 	__u8 kind;
@@ -214,9 +220,11 @@ const struct pool_word *unused_pool_word __attribute__((unused));
 const struct wait_key *unused_wait_key __attribute__((unused));
 const struct wait_count *unused_wait_count __attribute__((unused));
 const struct twin_key *unused_twin_key __attribute__((unused));
+const enum event_kind *unused_event_kind __attribute__((unused));
 const enum cookie_layout *unused_cookie_layout __attribute__((unused));
 const enum layer *unused_layer __attribute__((unused));
 const enum out_kind *unused_out_kind __attribute__((unused));
+const enum stat *unused_stat __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);

@@ -58,6 +58,17 @@ type gpuprofEvent struct {
 	PoolGets      uint32
 }
 
+type gpuprofEventKind uint32
+
+const (
+	gpuprofEventKindEV_CALL        gpuprofEventKind = 1
+	gpuprofEventKindEV_KERNEL_NAME gpuprofEventKind = 2
+	gpuprofEventKindEV_LIB_LOAD    gpuprofEventKind = 3
+	gpuprofEventKindEV_PY_WAIT     gpuprofEventKind = 5
+	gpuprofEventKindEV_PY_GIL      gpuprofEventKind = 6
+	gpuprofEventKindEV_WRITE       gpuprofEventKind = 7
+)
+
 type gpuprofKernelKey struct {
 	_    structs.HostLayout
 	Pid  uint32
@@ -173,6 +184,16 @@ type gpuprofPySiteKey struct {
 	Addr uint64
 }
 
+type gpuprofStat uint32
+
+const (
+	gpuprofStatSTAT_RINGBUF_FULL    gpuprofStat = 0
+	gpuprofStatSTAT_KERNEL_MAP_FULL gpuprofStat = 1
+	gpuprofStatSTAT_STALE_CALL      gpuprofStat = 2
+	gpuprofStatSTAT_NO_THREAD_STATE gpuprofStat = 3
+	gpuprofStatNSTATS               gpuprofStat = 4
+)
+
 type gpuprofThreadState struct {
 	_  structs.HostLayout
 	Rt struct {
@@ -284,6 +305,7 @@ const (
 	gpuprofVarRtGen              = "rt_gen"
 	gpuprofVarUnusedCookieLayout = "unused_cookie_layout"
 	gpuprofVarUnusedEvent        = "unused_event"
+	gpuprofVarUnusedEventKind    = "unused_event_kind"
 	gpuprofVarUnusedKernelKey    = "unused_kernel_key"
 	gpuprofVarUnusedLayer        = "unused_layer"
 	gpuprofVarUnusedNameEvent    = "unused_name_event"
@@ -294,6 +316,7 @@ const (
 	gpuprofVarUnusedPyLayout     = "unused_py_layout"
 	gpuprofVarUnusedPySite       = "unused_py_site"
 	gpuprofVarUnusedPySiteKey    = "unused_py_site_key"
+	gpuprofVarUnusedStat         = "unused_stat"
 	gpuprofVarUnusedTwinKey      = "unused_twin_key"
 	gpuprofVarUnusedWaitCount    = "unused_wait_count"
 	gpuprofVarUnusedWaitKey      = "unused_wait_key"
@@ -388,6 +411,7 @@ type gpuprofVariableSpecs struct {
 	RtGen              *ebpf.VariableSpec `ebpf:"rt_gen"`
 	UnusedCookieLayout *ebpf.VariableSpec `ebpf:"unused_cookie_layout"`
 	UnusedEvent        *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedEventKind    *ebpf.VariableSpec `ebpf:"unused_event_kind"`
 	UnusedKernelKey    *ebpf.VariableSpec `ebpf:"unused_kernel_key"`
 	UnusedLayer        *ebpf.VariableSpec `ebpf:"unused_layer"`
 	UnusedNameEvent    *ebpf.VariableSpec `ebpf:"unused_name_event"`
@@ -398,6 +422,7 @@ type gpuprofVariableSpecs struct {
 	UnusedPyLayout     *ebpf.VariableSpec `ebpf:"unused_py_layout"`
 	UnusedPySite       *ebpf.VariableSpec `ebpf:"unused_py_site"`
 	UnusedPySiteKey    *ebpf.VariableSpec `ebpf:"unused_py_site_key"`
+	UnusedStat         *ebpf.VariableSpec `ebpf:"unused_stat"`
 	UnusedTwinKey      *ebpf.VariableSpec `ebpf:"unused_twin_key"`
 	UnusedWaitCount    *ebpf.VariableSpec `ebpf:"unused_wait_count"`
 	UnusedWaitKey      *ebpf.VariableSpec `ebpf:"unused_wait_key"`
@@ -466,6 +491,7 @@ type gpuprofVariables struct {
 	RtGen              *ebpf.Variable `ebpf:"rt_gen"`
 	UnusedCookieLayout *ebpf.Variable `ebpf:"unused_cookie_layout"`
 	UnusedEvent        *ebpf.Variable `ebpf:"unused_event"`
+	UnusedEventKind    *ebpf.Variable `ebpf:"unused_event_kind"`
 	UnusedKernelKey    *ebpf.Variable `ebpf:"unused_kernel_key"`
 	UnusedLayer        *ebpf.Variable `ebpf:"unused_layer"`
 	UnusedNameEvent    *ebpf.Variable `ebpf:"unused_name_event"`
@@ -476,6 +502,7 @@ type gpuprofVariables struct {
 	UnusedPyLayout     *ebpf.Variable `ebpf:"unused_py_layout"`
 	UnusedPySite       *ebpf.Variable `ebpf:"unused_py_site"`
 	UnusedPySiteKey    *ebpf.Variable `ebpf:"unused_py_site_key"`
+	UnusedStat         *ebpf.Variable `ebpf:"unused_stat"`
 	UnusedTwinKey      *ebpf.Variable `ebpf:"unused_twin_key"`
 	UnusedWaitCount    *ebpf.Variable `ebpf:"unused_wait_count"`
 	UnusedWaitKey      *ebpf.Variable `ebpf:"unused_wait_key"`
