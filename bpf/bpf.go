@@ -11,6 +11,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
+
+	"github.com/gpuprof/gpuprof/events"
 )
 
 // Record types as laid out in gpuprof.bpf.c.
@@ -46,6 +48,19 @@ type Settings struct {
 
 // Load loads the programs and maps into the kernel.
 func Load(set Settings) (*Objects, error) {
+	spec, err := loadSpec(set)
+	if err != nil {
+		return nil, err
+	}
+	var objs Objects
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		return nil, fmt.Errorf("load BPF objects: %w", err)
+	}
+	return &objs, nil
+}
+
+// loadSpec is the programs' spec with their load-time constants set.
+func loadSpec(set Settings) (*ebpf.CollectionSpec, error) {
 	spec, err := loadGpuprof()
 	if err != nil {
 		return nil, fmt.Errorf("load BPF spec: %w", err)
@@ -65,11 +80,12 @@ func Load(set Settings) (*Objects, error) {
 	if err := spec.Variables["count_waits"].Set(set.CountWaits); err != nil {
 		return nil, fmt.Errorf("set count_waits: %w", err)
 	}
-	var objs Objects
-	if err := spec.LoadAndAssign(&objs, nil); err != nil {
-		return nil, fmt.Errorf("load BPF objects: %w", err)
+	// Not a setting: the bound the correlator joins a GIL wait to the
+	// wait before it by, which the programs must report by too.
+	if err := spec.Variables["gil_follow_ns"].Set(uint64(events.GILFollowNS)); err != nil {
+		return nil, fmt.Errorf("set gil_follow_ns: %w", err)
 	}
-	return &objs, nil
+	return spec, nil
 }
 
 // EnumValues are the values of one of gpuprof.bpf.c's enums by name, as

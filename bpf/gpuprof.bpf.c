@@ -913,8 +913,10 @@ int py_lock_return(struct pt_regs *ctx)
 // next; when another thread holds it, it waits on the GIL's condition
 // variable (pthread_cond_timedwait, in slices of the switch interval).
 // Such waits that follow a reported wait or write within this are
-// reported as its tail.
-#define GIL_FOLLOW_NS 100000
+// reported as its tail. bpf.Load sets it from events.GILFollowNS, the
+// bound the correlator joins such a tail to its wait by: left 0, no GIL
+// wait would be reported.
+volatile const __u64 gil_follow_ns = 0;
 
 SEC("uprobe.multi")
 int gil_entry(struct pt_regs *ctx)
@@ -923,7 +925,7 @@ int gil_entry(struct pt_regs *ctx)
 	if (!ts || !ts->py_wait_end)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	if (now - ts->py_wait_end > GIL_FOLLOW_NS) {
+	if (now - ts->py_wait_end > gil_follow_ns) {
 		ts->py_wait_end = 0;
 		return 0;
 	}

@@ -297,6 +297,7 @@ const (
 	gpuprofProgPyLockEntry       = "py_lock_entry"
 	gpuprofProgPyLockReturn      = "py_lock_return"
 	gpuprofVarCountWaits         = "count_waits"
+	gpuprofVarGilFollowNs        = "gil_follow_ns"
 	gpuprofVarInstantTwinNs      = "instant_twin_ns"
 	gpuprofVarPyLearnWaitNs      = "py_learn_wait_ns"
 	gpuprofVarPyLearning         = "py_learning"
@@ -403,6 +404,7 @@ type gpuprofMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type gpuprofVariableSpecs struct {
 	CountWaits         *ebpf.VariableSpec `ebpf:"count_waits"`
+	GilFollowNs        *ebpf.VariableSpec `ebpf:"gil_follow_ns"`
 	InstantTwinNs      *ebpf.VariableSpec `ebpf:"instant_twin_ns"`
 	PyLearnWaitNs      *ebpf.VariableSpec `ebpf:"py_learn_wait_ns"`
 	PyLearning         *ebpf.VariableSpec `ebpf:"py_learning"`
@@ -483,6 +485,7 @@ func (m *gpuprofMaps) Close() error {
 // It can be passed to loadGpuprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type gpuprofVariables struct {
 	CountWaits         *ebpf.Variable `ebpf:"count_waits"`
+	GilFollowNs        *ebpf.Variable `ebpf:"gil_follow_ns"`
 	InstantTwinNs      *ebpf.Variable `ebpf:"instant_twin_ns"`
 	PyLearnWaitNs      *ebpf.Variable `ebpf:"py_learn_wait_ns"`
 	PyLearning         *ebpf.Variable `ebpf:"py_learning"`

@@ -161,14 +161,12 @@ func New(cfg Config) (*Correlator, error) {
 	return c, nil
 }
 
-// gilFollow is how soon after a Python wait a GIL wait must begin to be its
-// tail (the BPF side uses the same bound).
-const gilFollow = 100e3
-
 // extendWait adds a GIL wait to the Python wait or write it follows on its
 // thread: the wait lasted until the thread could run Python code again, as
 // the job's own clock around queue.get() sees it; a loop's logging write
 // ends once the loop runs on (on a busy GIL, up to ms after the write).
+// A GIL wait is a tail only where it began within events.GILFollowNS of
+// the wait's end: the bound the BPF programs report GIL waits by.
 func (c *Correlator) extendWait(g *events.Event) {
 	extend := func(items []item) bool {
 		for i := len(items) - 1; i >= 0 && i >= len(items)-64; i-- {
@@ -176,7 +174,7 @@ func (c *Correlator) extendWait(g *events.Event) {
 			if (it.ev.Kind != events.KindPyWait && it.ev.Kind != events.KindWrite) || it.ev.TID != g.TID || it.ev.PID != g.PID {
 				continue
 			}
-			if g.Start >= it.ev.End && g.Start-it.ev.End <= gilFollow {
+			if g.Start >= it.ev.End && g.Start-it.ev.End <= events.GILFollowNS {
 				it.gil += g.End - it.ev.End
 				it.ev.End = g.End
 			}
