@@ -35,10 +35,10 @@ type Config struct {
 	GPUs *GPUs
 }
 
-// UserProbe is what correlate needs of a --probe: its role ("dispatch",
-// "data", "fetch", "compute", "infer", "step" or "get") and a name to show.
+// UserProbe is what correlate needs of a --probe: its role and a name to
+// show.
 type UserProbe struct {
-	Role string
+	Role events.Role
 	Name string
 }
 
@@ -82,11 +82,11 @@ type item struct {
 	// mark is when the record of an elapsed read's start event began: where
 	// the measured compute began, so where the step's data phase ended.
 	mark   uint64
-	isWait bool     // a wait (Python, or a user probe in the dispatch role)
-	wait   WaitKind // for a wait
-	what   string   // what the wait waited in
-	gil    uint64   // of which taking the GIL back after it
-	role   string   // for a user probe
+	isWait bool        // a wait (Python, or a user probe in the dispatch role)
+	wait   WaitKind    // for a wait
+	what   string      // what the wait waited in
+	gil    uint64      // of which taking the GIL back after it
+	role   events.Role // for a user probe
 }
 
 type record struct{ start, end uint64 }
@@ -151,7 +151,7 @@ func New(cfg Config) (*Correlator, error) {
 		c.fixed = &m
 	}
 	for id, up := range cfg.User {
-		if up.Role == "step" {
+		if up.Role == events.RoleStep {
 			if c.fixed != nil {
 				return nil, fmt.Errorf("two step boundaries: --step-boundary and --probe step=... (or two of those); name one")
 			}
@@ -262,8 +262,8 @@ func (c *Correlator) Add(e *events.Event) []Step {
 		c.sum.addWait(e, it.wait, it.what)
 	case user:
 		it.role = up.Role
-		kind, wait := WaitDispatch, up.Role == "dispatch"
-		if up.Role == "get" {
+		kind, wait := WaitDispatch, up.Role == events.RoleDispatch
+		if up.Role == events.RoleGet {
 			kind, wait = c.gets.kindOf(e)
 		}
 		if wait {
