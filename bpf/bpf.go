@@ -65,24 +65,24 @@ func loadSpec(set Settings) (*ebpf.CollectionSpec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load BPF spec: %w", err)
 	}
-	if err := spec.Variables["wakeup_bytes"].Set(set.WakeupBytes); err != nil {
+	if err := spec.Variables[gpuprofVarWakeupBytes].Set(set.WakeupBytes); err != nil {
 		return nil, fmt.Errorf("set wakeup_bytes: %w", err)
 	}
-	if err := spec.Variables["py_min_wait_ns"].Set(set.PyMinWaitNS); err != nil {
+	if err := spec.Variables[gpuprofVarPyMinWaitNs].Set(set.PyMinWaitNS); err != nil {
 		return nil, fmt.Errorf("set py_min_wait_ns: %w", err)
 	}
-	if err := spec.Variables["py_learn_wait_ns"].Set(set.PyLearnWaitNS); err != nil {
+	if err := spec.Variables[gpuprofVarPyLearnWaitNs].Set(set.PyLearnWaitNS); err != nil {
 		return nil, fmt.Errorf("set py_learn_wait_ns: %w", err)
 	}
-	if err := spec.Variables["py_read_cookie"].Set(set.PyReadCookie); err != nil {
+	if err := spec.Variables[gpuprofVarPyReadCookie].Set(set.PyReadCookie); err != nil {
 		return nil, fmt.Errorf("set py_read_cookie: %w", err)
 	}
-	if err := spec.Variables["count_waits"].Set(set.CountWaits); err != nil {
+	if err := spec.Variables[gpuprofVarCountWaits].Set(set.CountWaits); err != nil {
 		return nil, fmt.Errorf("set count_waits: %w", err)
 	}
 	// Not a setting: the bound the correlator joins a GIL wait to the
 	// wait before it by, which the programs must report by too.
-	if err := spec.Variables["gil_follow_ns"].Set(uint64(events.GILFollowNS)); err != nil {
+	if err := spec.Variables[gpuprofVarGilFollowNs].Set(uint64(events.GILFollowNS)); err != nil {
 		return nil, fmt.Errorf("set gil_follow_ns: %w", err)
 	}
 	return spec, nil
@@ -113,7 +113,7 @@ func RingbufSize() (uint32, error) {
 	if err != nil {
 		return 0, err
 	}
-	return spec.Maps["events"].MaxEntries, nil
+	return spec.Maps[gpuprofMapEvents].MaxEntries, nil
 }
 
 // ProgramStat is how often one program ran and for how long in all, as

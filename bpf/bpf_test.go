@@ -42,7 +42,7 @@ func TestGILFollow(t *testing.T) {
 		t.Fatal(err)
 	}
 	var v uint64
-	if err := spec.Variables["gil_follow_ns"].Get(&v); err != nil {
+	if err := spec.Variables[gpuprofVarGilFollowNs].Get(&v); err != nil {
 		t.Fatal(err)
 	}
 	if v != events.GILFollowNS {
