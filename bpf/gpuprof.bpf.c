@@ -607,7 +607,7 @@ int api_return(struct pt_regs *ctx)
 
 // Calls that only enqueue work and return at once (event records): one
 // event at entry, start and end alike, and no return probe, which would
-// cost each call another trap (~350 ns on the GPU host, FACTS.md §2): DDP's
+// cost each call another trap (~350 ns on the GPU host): DDP's
 // backward pass records ~85 events a step. The runtime's record calls the
 // driver's with the same event handle, and without a return the runtime
 // call is not known to be in flight, so the runtime's notes its handle and
@@ -1113,7 +1113,7 @@ int py_call_site(struct bpf_perf_event_data *ctx)
 // from the first's entry to the last's return, each made from a frame
 // running that function's code (py_anchor_codes). No debug register, no
 // cost at the thread's context switches, and a uprobe trap costs a
-// fraction of a debug trap under the hypervisors here (FACTS.md §2).
+// fraction of a debug trap under the hypervisors here.
 struct py_anchor_key {
 	__u32 pid;
 	__u32 pad;

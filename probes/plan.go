@@ -79,7 +79,7 @@ func (lp LibraryPlan) SingleStepped() []Probe {
 // Options select which probes a plan includes.
 type Options struct {
 	// Launches counts kernel launches. In a launch-bound loop even the
-	// cheapest probe on every launch costs several percent (FACTS.md §3), so
+	// cheapest probe on every launch costs several percent, so
 	// users of such loops can turn it off.
 	Launches bool
 	// NoPython leaves out the Python lock-wait probes.
