@@ -9,7 +9,10 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
+
+	"github.com/gpuprof/gpuprof/events"
 )
 
 // Record types as laid out in gpuprof.bpf.c.
@@ -32,25 +35,6 @@ type (
 	Variables   = gpuprofVariables
 )
 
-// Record kinds, the first byte of every ring buffer record.
-const (
-	KindCall       = 1
-	KindKernelName = 2
-	KindLibLoad    = 3
-	KindPyWait     = 5
-	KindPyGIL      = 6
-	KindWrite      = 7
-)
-
-// Counters in the stats map.
-const (
-	StatRingbufFull = iota
-	StatKernelMapFull
-	StatStaleCall
-	StatNoThreadState
-	NumStats
-)
-
 // Settings are the programs' load-time constants.
 type Settings struct {
 	WakeupBytes uint64 // data waiting in the ring buffer before the reader is woken
@@ -64,24 +48,9 @@ type Settings struct {
 
 // Load loads the programs and maps into the kernel.
 func Load(set Settings) (*Objects, error) {
-	spec, err := loadGpuprof()
+	spec, err := loadSpec(set)
 	if err != nil {
-		return nil, fmt.Errorf("load BPF spec: %w", err)
-	}
-	if err := spec.Variables["wakeup_bytes"].Set(set.WakeupBytes); err != nil {
-		return nil, fmt.Errorf("set wakeup_bytes: %w", err)
-	}
-	if err := spec.Variables["py_min_wait_ns"].Set(set.PyMinWaitNS); err != nil {
-		return nil, fmt.Errorf("set py_min_wait_ns: %w", err)
-	}
-	if err := spec.Variables["py_learn_wait_ns"].Set(set.PyLearnWaitNS); err != nil {
-		return nil, fmt.Errorf("set py_learn_wait_ns: %w", err)
-	}
-	if err := spec.Variables["py_read_cookie"].Set(set.PyReadCookie); err != nil {
-		return nil, fmt.Errorf("set py_read_cookie: %w", err)
-	}
-	if err := spec.Variables["count_waits"].Set(set.CountWaits); err != nil {
-		return nil, fmt.Errorf("set count_waits: %w", err)
+		return nil, err
 	}
 	var objs Objects
 	if err := spec.LoadAndAssign(&objs, nil); err != nil {
@@ -90,13 +59,61 @@ func Load(set Settings) (*Objects, error) {
 	return &objs, nil
 }
 
+// loadSpec is the programs' spec with their load-time constants set.
+func loadSpec(set Settings) (*ebpf.CollectionSpec, error) {
+	spec, err := loadGpuprof()
+	if err != nil {
+		return nil, fmt.Errorf("load BPF spec: %w", err)
+	}
+	if err := spec.Variables[gpuprofVarWakeupBytes].Set(set.WakeupBytes); err != nil {
+		return nil, fmt.Errorf("set wakeup_bytes: %w", err)
+	}
+	if err := spec.Variables[gpuprofVarPyMinWaitNs].Set(set.PyMinWaitNS); err != nil {
+		return nil, fmt.Errorf("set py_min_wait_ns: %w", err)
+	}
+	if err := spec.Variables[gpuprofVarPyLearnWaitNs].Set(set.PyLearnWaitNS); err != nil {
+		return nil, fmt.Errorf("set py_learn_wait_ns: %w", err)
+	}
+	if err := spec.Variables[gpuprofVarPyReadCookie].Set(set.PyReadCookie); err != nil {
+		return nil, fmt.Errorf("set py_read_cookie: %w", err)
+	}
+	if err := spec.Variables[gpuprofVarCountWaits].Set(set.CountWaits); err != nil {
+		return nil, fmt.Errorf("set count_waits: %w", err)
+	}
+	// Not a setting: the bound the correlator joins a GIL wait to the
+	// wait before it by, which the programs must report by too.
+	if err := spec.Variables[gpuprofVarGilFollowNs].Set(uint64(events.GILFollowNS)); err != nil {
+		return nil, fmt.Errorf("set gil_follow_ns: %w", err)
+	}
+	return spec, nil
+}
+
+// EnumValues are the values of one of gpuprof.bpf.c's enums by name, as
+// the compiled object's BTF has them: for tests that hold a Go table to
+// the C enum it follows (a new value must be in the table).
+func EnumValues(enum string) (map[string]uint64, error) {
+	spec, err := loadGpuprof()
+	if err != nil {
+		return nil, err
+	}
+	var e *btf.Enum
+	if err := spec.Types.TypeByName(enum, &e); err != nil {
+		return nil, fmt.Errorf("enum %s: %w", enum, err)
+	}
+	out := map[string]uint64{}
+	for _, v := range e.Values {
+		out[v.Name] = v.Value
+	}
+	return out, nil
+}
+
 // RingbufSize is the size of the events ring buffer in bytes.
 func RingbufSize() (uint32, error) {
 	spec, err := loadGpuprof()
 	if err != nil {
 		return 0, err
 	}
-	return spec.Maps["events"].MaxEntries, nil
+	return spec.Maps[gpuprofMapEvents].MaxEntries, nil
 }
 
 // ProgramStat is how often one program ran and for how long in all, as

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf/btf"
+
+	"github.com/gpuprof/gpuprof/events"
 )
 
 // TestLayout checks the Go record types against the compiled object's BTF:
@@ -29,5 +31,21 @@ func TestLayout(t *testing.T) {
 		if st.Members[0].Name != "kind" && name != "kernel_key" {
 			t.Errorf("struct %s: the kind tag must come first, got %s", name, st.Members[0].Name)
 		}
+	}
+}
+
+// TestGILFollow: the programs report GIL waits by the bound the
+// correlator joins them by.
+func TestGILFollow(t *testing.T) {
+	spec, err := loadSpec(Settings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v uint64
+	if err := spec.Variables[gpuprofVarGilFollowNs].Get(&v); err != nil {
+		t.Fatal(err)
+	}
+	if v != events.GILFollowNS {
+		t.Errorf("gil_follow_ns %d, want events.GILFollowNS %d", v, events.GILFollowNS)
 	}
 }

@@ -13,41 +13,88 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-// Event kinds; the first byte of every ring buffer record.
-#define EV_CALL 1
-#define EV_KERNEL_NAME 2
-#define EV_LIB_LOAD 3
-#define EV_PY_WAIT 5
-#define EV_PY_GIL 6
-#define EV_WRITE 7
+// Record kinds, the first byte of every ring buffer record. bpf2go
+// generates them into Go (bpf.Kind*); probes/decode.go maps each to the
+// events kind it decodes to, and its test holds that map to this enum.
+enum event_kind {
+	EV_CALL = 1,
+	EV_KERNEL_NAME = 2,
+	EV_LIB_LOAD = 3,
+	EV_PY_WAIT = 5,
+	EV_PY_GIL = 6,
+	EV_WRITE = 7,
+};
 
-// Attach cookie layout, written by probes/cookie.go.
-#define COOKIE_API(c) ((c) & 0xffff)
-#define COOKIE_LAYER(c) (((c) >> 16) & 0xf)
-#define COOKIE_OUT(c) (((c) >> 20) & 0xf)
-#define COOKIE_OUT_ARG(c) (((c) >> 24) & 0xf)
-#define COOKIE_FUNC_ARG(c) (((c) >> 28) & 0xf)
-#define COOKIE_NAME_ARG(c) (((c) >> 32) & 0xf) // 0: none, else index+1
-#define COOKIE_GRAPH(c) (((c) >> 40) & 1)
-#define COOKIE_TWIN(c) (((c) >> 44) & 3) // the kind a runtime call shares with the driver's, 0: none (probes/twins.go)
-#define COOKIE_CALLER(c) (((c) >> 48) & 1) // note the caller: a runtime record's function, not its call site (probes/recordsites.go)
+// Attach cookie layout: each field of the 64-bit cookie a CUDA call's
+// probe is attached with, as its shift and its mask (the field's width).
+// bpf2go generates them into Go (bpf.Cookie*), from which probes/cookie.go
+// packs every cookie; here they are compile-time constants, as literals
+// would be. (A Python wait probe's cookie is, whole, which wait function
+// it is on: probes/cookie.go waitCookie.)
+enum cookie_layout {
+	COOKIE_API_SHIFT = 0, // the entry point's cudaapi ID
+	COOKIE_API_MASK = 0xffff,
+	COOKIE_LAYER_SHIFT = 16, // enum layer
+	COOKIE_LAYER_MASK = 0xf,
+	COOKIE_OUT_SHIFT = 20, // enum out_kind: what to read through the output pointer
+	COOKIE_OUT_MASK = 0xf,
+	COOKIE_OUT_ARG_SHIFT = 24, // the output pointer's argument, COOKIE_NO_ARG: none
+	COOKIE_OUT_ARG_MASK = 0xf,
+	COOKIE_FUNC_ARG_SHIFT = 28, // the launch argument that is the kernel (0 or 1)
+	COOKIE_FUNC_ARG_MASK = 0xf,
+	// The name's argument + 1; 0: no name event, COOKIE_NO_ARG: a name
+	// event without a name (a handle mapped to a kernel named before).
+	COOKIE_NAME_ARG_SHIFT = 32,
+	COOKIE_NAME_ARG_MASK = 0xf,
+	COOKIE_GRAPH_SHIFT = 40, // a graph launch
+	COOKIE_GRAPH_MASK = 1,
+	// The kind of call a runtime call shares with the driver's, 0: none
+	// (probes/twins.go).
+	COOKIE_TWIN_SHIFT = 44,
+	COOKIE_TWIN_MASK = 3,
+	// Note the caller: a runtime record's function, not its call site
+	// (probes/recordsites.go).
+	COOKIE_CALLER_SHIFT = 48,
+	COOKIE_CALLER_MASK = 1,
+	COOKIE_NO_ARG = 0xf, // an argument field naming no argument (>= NARGS)
+};
 
-#define LAYER_RUNTIME 1
-#define LAYER_DRIVER 2
-#define LAYER_USER 4
+#define COOKIE_FIELD(c, f) (((c) >> COOKIE_##f##_SHIFT) & COOKIE_##f##_MASK)
+#define COOKIE_API(c) COOKIE_FIELD(c, API)
+#define COOKIE_LAYER(c) COOKIE_FIELD(c, LAYER)
+#define COOKIE_OUT(c) COOKIE_FIELD(c, OUT)
+#define COOKIE_OUT_ARG(c) COOKIE_FIELD(c, OUT_ARG)
+#define COOKIE_FUNC_ARG(c) COOKIE_FIELD(c, FUNC_ARG)
+#define COOKIE_NAME_ARG(c) COOKIE_FIELD(c, NAME_ARG)
+#define COOKIE_GRAPH(c) COOKIE_FIELD(c, GRAPH)
+#define COOKIE_TWIN(c) COOKIE_FIELD(c, TWIN)
+#define COOKIE_CALLER(c) COOKIE_FIELD(c, CALLER)
 
-#define OUT_U32 1
-#define OUT_U64 2
+// A cookie's layer: cudaapi.Layer's values (probes/cookie_test.go).
+enum layer {
+	LAYER_RUNTIME = 1,
+	LAYER_DRIVER = 2,
+	LAYER_USER = 4,
+};
+
+// What a call's return reads through its output pointer: cudaapi.Out's
+// values (probes/cookie_test.go).
+enum out_kind {
+	OUT_U32 = 1,
+	OUT_U64 = 2,
+};
 
 #define NARGS 5
 #define NAME_LEN 128
 
-// Counters in the stats array.
-#define STAT_RINGBUF_FULL 0
-#define STAT_KERNEL_MAP_FULL 1
-#define STAT_STALE_CALL 2
-#define STAT_NO_THREAD_STATE 3
-#define NSTATS 4
+// Counters in the stats array, generated into Go (bpf.Stat*).
+enum stat {
+	STAT_RINGBUF_FULL,
+	STAT_KERNEL_MAP_FULL,
+	STAT_STALE_CALL,
+	STAT_NO_THREAD_STATE,
+	NSTATS,
+};
 
 struct event {
 	__u8 kind;
@@ -173,6 +220,11 @@ const struct pool_word *unused_pool_word __attribute__((unused));
 const struct wait_key *unused_wait_key __attribute__((unused));
 const struct wait_count *unused_wait_count __attribute__((unused));
 const struct twin_key *unused_twin_key __attribute__((unused));
+const enum event_kind *unused_event_kind __attribute__((unused));
+const enum cookie_layout *unused_cookie_layout __attribute__((unused));
+const enum layer *unused_layer __attribute__((unused));
+const enum out_kind *unused_out_kind __attribute__((unused));
+const enum stat *unused_stat __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -555,7 +607,7 @@ int api_return(struct pt_regs *ctx)
 
 // Calls that only enqueue work and return at once (event records): one
 // event at entry, start and end alike, and no return probe, which would
-// cost each call another trap (~350 ns on the GPU host, FACTS.md §2): DDP's
+// cost each call another trap (~350 ns on the GPU host): DDP's
 // backward pass records ~85 events a step. The runtime's record calls the
 // driver's with the same event handle, and without a return the runtime
 // call is not known to be in flight, so the runtime's notes its handle and
@@ -861,8 +913,10 @@ int py_lock_return(struct pt_regs *ctx)
 // next; when another thread holds it, it waits on the GIL's condition
 // variable (pthread_cond_timedwait, in slices of the switch interval).
 // Such waits that follow a reported wait or write within this are
-// reported as its tail.
-#define GIL_FOLLOW_NS 100000
+// reported as its tail. bpf.Load sets it from events.GILFollowNS, the
+// bound the correlator joins such a tail to its wait by: left 0, no GIL
+// wait would be reported.
+volatile const __u64 gil_follow_ns = 0;
 
 SEC("uprobe.multi")
 int gil_entry(struct pt_regs *ctx)
@@ -871,7 +925,7 @@ int gil_entry(struct pt_regs *ctx)
 	if (!ts || !ts->py_wait_end)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	if (now - ts->py_wait_end > GIL_FOLLOW_NS) {
+	if (now - ts->py_wait_end > gil_follow_ns) {
 		ts->py_wait_end = 0;
 		return 0;
 	}
@@ -1059,7 +1113,7 @@ int py_call_site(struct bpf_perf_event_data *ctx)
 // from the first's entry to the last's return, each made from a frame
 // running that function's code (py_anchor_codes). No debug register, no
 // cost at the thread's context switches, and a uprobe trap costs a
-// fraction of a debug trap under the hypervisors here (FACTS.md §2).
+// fraction of a debug trap under the hypervisors here.
 struct py_anchor_key {
 	__u32 pid;
 	__u32 pad;

@@ -13,6 +13,30 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type gpuprofCookieLayout uint32
+
+const (
+	gpuprofCookieLayoutCOOKIE_API_SHIFT      gpuprofCookieLayout = 0
+	gpuprofCookieLayoutCOOKIE_API_MASK       gpuprofCookieLayout = 65535
+	gpuprofCookieLayoutCOOKIE_LAYER_SHIFT    gpuprofCookieLayout = 16
+	gpuprofCookieLayoutCOOKIE_LAYER_MASK     gpuprofCookieLayout = 15
+	gpuprofCookieLayoutCOOKIE_OUT_SHIFT      gpuprofCookieLayout = 20
+	gpuprofCookieLayoutCOOKIE_OUT_MASK       gpuprofCookieLayout = 15
+	gpuprofCookieLayoutCOOKIE_OUT_ARG_SHIFT  gpuprofCookieLayout = 24
+	gpuprofCookieLayoutCOOKIE_OUT_ARG_MASK   gpuprofCookieLayout = 15
+	gpuprofCookieLayoutCOOKIE_FUNC_ARG_SHIFT gpuprofCookieLayout = 28
+	gpuprofCookieLayoutCOOKIE_FUNC_ARG_MASK  gpuprofCookieLayout = 15
+	gpuprofCookieLayoutCOOKIE_NAME_ARG_SHIFT gpuprofCookieLayout = 32
+	gpuprofCookieLayoutCOOKIE_NAME_ARG_MASK  gpuprofCookieLayout = 15
+	gpuprofCookieLayoutCOOKIE_GRAPH_SHIFT    gpuprofCookieLayout = 40
+	gpuprofCookieLayoutCOOKIE_GRAPH_MASK     gpuprofCookieLayout = 1
+	gpuprofCookieLayoutCOOKIE_TWIN_SHIFT     gpuprofCookieLayout = 44
+	gpuprofCookieLayoutCOOKIE_TWIN_MASK      gpuprofCookieLayout = 3
+	gpuprofCookieLayoutCOOKIE_CALLER_SHIFT   gpuprofCookieLayout = 48
+	gpuprofCookieLayoutCOOKIE_CALLER_MASK    gpuprofCookieLayout = 1
+	gpuprofCookieLayoutCOOKIE_NO_ARG         gpuprofCookieLayout = 15
+)
+
 type gpuprofEvent struct {
 	_             structs.HostLayout
 	Kind          uint8
@@ -34,12 +58,31 @@ type gpuprofEvent struct {
 	PoolGets      uint32
 }
 
+type gpuprofEventKind uint32
+
+const (
+	gpuprofEventKindEV_CALL        gpuprofEventKind = 1
+	gpuprofEventKindEV_KERNEL_NAME gpuprofEventKind = 2
+	gpuprofEventKindEV_LIB_LOAD    gpuprofEventKind = 3
+	gpuprofEventKindEV_PY_WAIT     gpuprofEventKind = 5
+	gpuprofEventKindEV_PY_GIL      gpuprofEventKind = 6
+	gpuprofEventKindEV_WRITE       gpuprofEventKind = 7
+)
+
 type gpuprofKernelKey struct {
 	_    structs.HostLayout
 	Pid  uint32
 	Pad  uint32
 	Func uint64
 }
+
+type gpuprofLayer uint32
+
+const (
+	gpuprofLayerLAYER_RUNTIME gpuprofLayer = 1
+	gpuprofLayerLAYER_DRIVER  gpuprofLayer = 2
+	gpuprofLayerLAYER_USER    gpuprofLayer = 4
+)
 
 type gpuprofNameEvent struct {
 	_      structs.HostLayout
@@ -54,6 +97,13 @@ type gpuprofNameEvent struct {
 	Arg    uint64
 	Name   [128]int8
 }
+
+type gpuprofOutKind uint32
+
+const (
+	gpuprofOutKindOUT_U32 gpuprofOutKind = 1
+	gpuprofOutKindOUT_U64 gpuprofOutKind = 2
+)
 
 type gpuprofPoolWord struct {
 	_      structs.HostLayout
@@ -134,6 +184,16 @@ type gpuprofPySiteKey struct {
 	Addr uint64
 }
 
+type gpuprofStat uint32
+
+const (
+	gpuprofStatSTAT_RINGBUF_FULL    gpuprofStat = 0
+	gpuprofStatSTAT_KERNEL_MAP_FULL gpuprofStat = 1
+	gpuprofStatSTAT_STALE_CALL      gpuprofStat = 2
+	gpuprofStatSTAT_NO_THREAD_STATE gpuprofStat = 3
+	gpuprofStatNSTATS               gpuprofStat = 4
+)
+
 type gpuprofThreadState struct {
 	_  structs.HostLayout
 	Rt struct {
@@ -211,51 +271,57 @@ type gpuprofWaitKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	gpuprofMapEvents            = "events"
-	gpuprofMapKernels           = "kernels"
-	gpuprofMapPools             = "pools"
-	gpuprofMapPyAnchorCodes     = "py_anchor_codes"
-	gpuprofMapPyCalls           = "py_calls"
-	gpuprofMapPySites           = "py_sites"
-	gpuprofMapPython            = "python"
-	gpuprofMapStats             = "stats"
-	gpuprofMapThreads           = "threads"
-	gpuprofMapTwinHits          = "twin_hits"
-	gpuprofMapWaitHits          = "wait_hits"
-	gpuprofProgApiEntry         = "api_entry"
-	gpuprofProgApiInstant       = "api_instant"
-	gpuprofProgApiReturn        = "api_return"
-	gpuprofProgBare             = "bare"
-	gpuprofProgGilEntry         = "gil_entry"
-	gpuprofProgGilReturn        = "gil_return"
-	gpuprofProgIoWrite          = "io_write"
-	gpuprofProgLaunchEntry      = "launch_entry"
-	gpuprofProgLibLoad          = "lib_load"
-	gpuprofProgPyAnchorEnd      = "py_anchor_end"
-	gpuprofProgPyAnchorStart    = "py_anchor_start"
-	gpuprofProgPyCallSite       = "py_call_site"
-	gpuprofProgPyLockEntry      = "py_lock_entry"
-	gpuprofProgPyLockReturn     = "py_lock_return"
-	gpuprofVarCountWaits        = "count_waits"
-	gpuprofVarInstantTwinNs     = "instant_twin_ns"
-	gpuprofVarPyLearnWaitNs     = "py_learn_wait_ns"
-	gpuprofVarPyLearning        = "py_learning"
-	gpuprofVarPyMinWaitNs       = "py_min_wait_ns"
-	gpuprofVarPyReadCookie      = "py_read_cookie"
-	gpuprofVarRtGen             = "rt_gen"
-	gpuprofVarUnusedEvent       = "unused_event"
-	gpuprofVarUnusedKernelKey   = "unused_kernel_key"
-	gpuprofVarUnusedNameEvent   = "unused_name_event"
-	gpuprofVarUnusedPoolWord    = "unused_pool_word"
-	gpuprofVarUnusedPyAnchorKey = "unused_py_anchor_key"
-	gpuprofVarUnusedPyEvent     = "unused_py_event"
-	gpuprofVarUnusedPyLayout    = "unused_py_layout"
-	gpuprofVarUnusedPySite      = "unused_py_site"
-	gpuprofVarUnusedPySiteKey   = "unused_py_site_key"
-	gpuprofVarUnusedTwinKey     = "unused_twin_key"
-	gpuprofVarUnusedWaitCount   = "unused_wait_count"
-	gpuprofVarUnusedWaitKey     = "unused_wait_key"
-	gpuprofVarWakeupBytes       = "wakeup_bytes"
+	gpuprofMapEvents             = "events"
+	gpuprofMapKernels            = "kernels"
+	gpuprofMapPools              = "pools"
+	gpuprofMapPyAnchorCodes      = "py_anchor_codes"
+	gpuprofMapPyCalls            = "py_calls"
+	gpuprofMapPySites            = "py_sites"
+	gpuprofMapPython             = "python"
+	gpuprofMapStats              = "stats"
+	gpuprofMapThreads            = "threads"
+	gpuprofMapTwinHits           = "twin_hits"
+	gpuprofMapWaitHits           = "wait_hits"
+	gpuprofProgApiEntry          = "api_entry"
+	gpuprofProgApiInstant        = "api_instant"
+	gpuprofProgApiReturn         = "api_return"
+	gpuprofProgBare              = "bare"
+	gpuprofProgGilEntry          = "gil_entry"
+	gpuprofProgGilReturn         = "gil_return"
+	gpuprofProgIoWrite           = "io_write"
+	gpuprofProgLaunchEntry       = "launch_entry"
+	gpuprofProgLibLoad           = "lib_load"
+	gpuprofProgPyAnchorEnd       = "py_anchor_end"
+	gpuprofProgPyAnchorStart     = "py_anchor_start"
+	gpuprofProgPyCallSite        = "py_call_site"
+	gpuprofProgPyLockEntry       = "py_lock_entry"
+	gpuprofProgPyLockReturn      = "py_lock_return"
+	gpuprofVarCountWaits         = "count_waits"
+	gpuprofVarGilFollowNs        = "gil_follow_ns"
+	gpuprofVarInstantTwinNs      = "instant_twin_ns"
+	gpuprofVarPyLearnWaitNs      = "py_learn_wait_ns"
+	gpuprofVarPyLearning         = "py_learning"
+	gpuprofVarPyMinWaitNs        = "py_min_wait_ns"
+	gpuprofVarPyReadCookie       = "py_read_cookie"
+	gpuprofVarRtGen              = "rt_gen"
+	gpuprofVarUnusedCookieLayout = "unused_cookie_layout"
+	gpuprofVarUnusedEvent        = "unused_event"
+	gpuprofVarUnusedEventKind    = "unused_event_kind"
+	gpuprofVarUnusedKernelKey    = "unused_kernel_key"
+	gpuprofVarUnusedLayer        = "unused_layer"
+	gpuprofVarUnusedNameEvent    = "unused_name_event"
+	gpuprofVarUnusedOutKind      = "unused_out_kind"
+	gpuprofVarUnusedPoolWord     = "unused_pool_word"
+	gpuprofVarUnusedPyAnchorKey  = "unused_py_anchor_key"
+	gpuprofVarUnusedPyEvent      = "unused_py_event"
+	gpuprofVarUnusedPyLayout     = "unused_py_layout"
+	gpuprofVarUnusedPySite       = "unused_py_site"
+	gpuprofVarUnusedPySiteKey    = "unused_py_site_key"
+	gpuprofVarUnusedStat         = "unused_stat"
+	gpuprofVarUnusedTwinKey      = "unused_twin_key"
+	gpuprofVarUnusedWaitCount    = "unused_wait_count"
+	gpuprofVarUnusedWaitKey      = "unused_wait_key"
+	gpuprofVarWakeupBytes        = "wakeup_bytes"
 )
 
 // loadGpuprof returns the embedded CollectionSpec for gpuprof.
@@ -337,26 +403,32 @@ type gpuprofMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type gpuprofVariableSpecs struct {
-	CountWaits        *ebpf.VariableSpec `ebpf:"count_waits"`
-	InstantTwinNs     *ebpf.VariableSpec `ebpf:"instant_twin_ns"`
-	PyLearnWaitNs     *ebpf.VariableSpec `ebpf:"py_learn_wait_ns"`
-	PyLearning        *ebpf.VariableSpec `ebpf:"py_learning"`
-	PyMinWaitNs       *ebpf.VariableSpec `ebpf:"py_min_wait_ns"`
-	PyReadCookie      *ebpf.VariableSpec `ebpf:"py_read_cookie"`
-	RtGen             *ebpf.VariableSpec `ebpf:"rt_gen"`
-	UnusedEvent       *ebpf.VariableSpec `ebpf:"unused_event"`
-	UnusedKernelKey   *ebpf.VariableSpec `ebpf:"unused_kernel_key"`
-	UnusedNameEvent   *ebpf.VariableSpec `ebpf:"unused_name_event"`
-	UnusedPoolWord    *ebpf.VariableSpec `ebpf:"unused_pool_word"`
-	UnusedPyAnchorKey *ebpf.VariableSpec `ebpf:"unused_py_anchor_key"`
-	UnusedPyEvent     *ebpf.VariableSpec `ebpf:"unused_py_event"`
-	UnusedPyLayout    *ebpf.VariableSpec `ebpf:"unused_py_layout"`
-	UnusedPySite      *ebpf.VariableSpec `ebpf:"unused_py_site"`
-	UnusedPySiteKey   *ebpf.VariableSpec `ebpf:"unused_py_site_key"`
-	UnusedTwinKey     *ebpf.VariableSpec `ebpf:"unused_twin_key"`
-	UnusedWaitCount   *ebpf.VariableSpec `ebpf:"unused_wait_count"`
-	UnusedWaitKey     *ebpf.VariableSpec `ebpf:"unused_wait_key"`
-	WakeupBytes       *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	CountWaits         *ebpf.VariableSpec `ebpf:"count_waits"`
+	GilFollowNs        *ebpf.VariableSpec `ebpf:"gil_follow_ns"`
+	InstantTwinNs      *ebpf.VariableSpec `ebpf:"instant_twin_ns"`
+	PyLearnWaitNs      *ebpf.VariableSpec `ebpf:"py_learn_wait_ns"`
+	PyLearning         *ebpf.VariableSpec `ebpf:"py_learning"`
+	PyMinWaitNs        *ebpf.VariableSpec `ebpf:"py_min_wait_ns"`
+	PyReadCookie       *ebpf.VariableSpec `ebpf:"py_read_cookie"`
+	RtGen              *ebpf.VariableSpec `ebpf:"rt_gen"`
+	UnusedCookieLayout *ebpf.VariableSpec `ebpf:"unused_cookie_layout"`
+	UnusedEvent        *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedEventKind    *ebpf.VariableSpec `ebpf:"unused_event_kind"`
+	UnusedKernelKey    *ebpf.VariableSpec `ebpf:"unused_kernel_key"`
+	UnusedLayer        *ebpf.VariableSpec `ebpf:"unused_layer"`
+	UnusedNameEvent    *ebpf.VariableSpec `ebpf:"unused_name_event"`
+	UnusedOutKind      *ebpf.VariableSpec `ebpf:"unused_out_kind"`
+	UnusedPoolWord     *ebpf.VariableSpec `ebpf:"unused_pool_word"`
+	UnusedPyAnchorKey  *ebpf.VariableSpec `ebpf:"unused_py_anchor_key"`
+	UnusedPyEvent      *ebpf.VariableSpec `ebpf:"unused_py_event"`
+	UnusedPyLayout     *ebpf.VariableSpec `ebpf:"unused_py_layout"`
+	UnusedPySite       *ebpf.VariableSpec `ebpf:"unused_py_site"`
+	UnusedPySiteKey    *ebpf.VariableSpec `ebpf:"unused_py_site_key"`
+	UnusedStat         *ebpf.VariableSpec `ebpf:"unused_stat"`
+	UnusedTwinKey      *ebpf.VariableSpec `ebpf:"unused_twin_key"`
+	UnusedWaitCount    *ebpf.VariableSpec `ebpf:"unused_wait_count"`
+	UnusedWaitKey      *ebpf.VariableSpec `ebpf:"unused_wait_key"`
+	WakeupBytes        *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // gpuprofObjects contains all objects after they have been loaded into the kernel.
@@ -412,26 +484,32 @@ func (m *gpuprofMaps) Close() error {
 //
 // It can be passed to loadGpuprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type gpuprofVariables struct {
-	CountWaits        *ebpf.Variable `ebpf:"count_waits"`
-	InstantTwinNs     *ebpf.Variable `ebpf:"instant_twin_ns"`
-	PyLearnWaitNs     *ebpf.Variable `ebpf:"py_learn_wait_ns"`
-	PyLearning        *ebpf.Variable `ebpf:"py_learning"`
-	PyMinWaitNs       *ebpf.Variable `ebpf:"py_min_wait_ns"`
-	PyReadCookie      *ebpf.Variable `ebpf:"py_read_cookie"`
-	RtGen             *ebpf.Variable `ebpf:"rt_gen"`
-	UnusedEvent       *ebpf.Variable `ebpf:"unused_event"`
-	UnusedKernelKey   *ebpf.Variable `ebpf:"unused_kernel_key"`
-	UnusedNameEvent   *ebpf.Variable `ebpf:"unused_name_event"`
-	UnusedPoolWord    *ebpf.Variable `ebpf:"unused_pool_word"`
-	UnusedPyAnchorKey *ebpf.Variable `ebpf:"unused_py_anchor_key"`
-	UnusedPyEvent     *ebpf.Variable `ebpf:"unused_py_event"`
-	UnusedPyLayout    *ebpf.Variable `ebpf:"unused_py_layout"`
-	UnusedPySite      *ebpf.Variable `ebpf:"unused_py_site"`
-	UnusedPySiteKey   *ebpf.Variable `ebpf:"unused_py_site_key"`
-	UnusedTwinKey     *ebpf.Variable `ebpf:"unused_twin_key"`
-	UnusedWaitCount   *ebpf.Variable `ebpf:"unused_wait_count"`
-	UnusedWaitKey     *ebpf.Variable `ebpf:"unused_wait_key"`
-	WakeupBytes       *ebpf.Variable `ebpf:"wakeup_bytes"`
+	CountWaits         *ebpf.Variable `ebpf:"count_waits"`
+	GilFollowNs        *ebpf.Variable `ebpf:"gil_follow_ns"`
+	InstantTwinNs      *ebpf.Variable `ebpf:"instant_twin_ns"`
+	PyLearnWaitNs      *ebpf.Variable `ebpf:"py_learn_wait_ns"`
+	PyLearning         *ebpf.Variable `ebpf:"py_learning"`
+	PyMinWaitNs        *ebpf.Variable `ebpf:"py_min_wait_ns"`
+	PyReadCookie       *ebpf.Variable `ebpf:"py_read_cookie"`
+	RtGen              *ebpf.Variable `ebpf:"rt_gen"`
+	UnusedCookieLayout *ebpf.Variable `ebpf:"unused_cookie_layout"`
+	UnusedEvent        *ebpf.Variable `ebpf:"unused_event"`
+	UnusedEventKind    *ebpf.Variable `ebpf:"unused_event_kind"`
+	UnusedKernelKey    *ebpf.Variable `ebpf:"unused_kernel_key"`
+	UnusedLayer        *ebpf.Variable `ebpf:"unused_layer"`
+	UnusedNameEvent    *ebpf.Variable `ebpf:"unused_name_event"`
+	UnusedOutKind      *ebpf.Variable `ebpf:"unused_out_kind"`
+	UnusedPoolWord     *ebpf.Variable `ebpf:"unused_pool_word"`
+	UnusedPyAnchorKey  *ebpf.Variable `ebpf:"unused_py_anchor_key"`
+	UnusedPyEvent      *ebpf.Variable `ebpf:"unused_py_event"`
+	UnusedPyLayout     *ebpf.Variable `ebpf:"unused_py_layout"`
+	UnusedPySite       *ebpf.Variable `ebpf:"unused_py_site"`
+	UnusedPySiteKey    *ebpf.Variable `ebpf:"unused_py_site_key"`
+	UnusedStat         *ebpf.Variable `ebpf:"unused_stat"`
+	UnusedTwinKey      *ebpf.Variable `ebpf:"unused_twin_key"`
+	UnusedWaitCount    *ebpf.Variable `ebpf:"unused_wait_count"`
+	UnusedWaitKey      *ebpf.Variable `ebpf:"unused_wait_key"`
+	WakeupBytes        *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // gpuprofPrograms contains all programs after they have been loaded into the kernel.

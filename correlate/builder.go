@@ -146,7 +146,7 @@ func (b *builder) add(it *item) []Step {
 	if b.pending && e.End > b.pendingEnd {
 		infer = &b.inferNext
 	}
-	if it.role == "infer" {
+	if it.role == events.RoleInfer {
 		infer.add(e)
 	}
 	if e.TID != b.anchor.TID {

@@ -668,7 +668,7 @@ func TestTimedGetHoldsItsWait(t *testing.T) {
 		tr.launch(30, 10*us)
 		tr.call(t, "cudaStreamSynchronize", ms, 0)
 	}
-	cfg := Config{User: map[uint16]UserProbe{get: {Role: "dispatch", Name: "queue:Queue.get"}}}
+	cfg := Config{User: map[uint16]UserProbe{get: {Role: events.RoleDispatch, Name: "queue:Queue.get"}}}
 	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -712,8 +712,8 @@ func TestUserProbeRoles(t *testing.T) {
 		eng.idle(ms)
 	}
 	cfg := Config{BatchSize: 8, User: map[uint16]UserProbe{
-		fetch: {Role: "fetch", Name: "RealClient::batch_get_into"}, get: {Role: "dispatch", Name: "CoreWorker::Get"},
-		generate: {Role: "infer", Name: "Engine::generate"}, step: {Role: "step", Name: "train_step"}}}
+		fetch: {Role: events.RoleFetch, Name: "RealClient::batch_get_into"}, get: {Role: events.RoleDispatch, Name: "CoreWorker::Get"},
+		generate: {Role: events.RoleInfer, Name: "Engine::generate"}, step: {Role: events.RoleStep, Name: "train_step"}}}
 	c, steps := run(t, cfg, merge(tr, eng))
 	a, _ := c.Anchor()
 	if a.Calls != "user probe" || len(steps) != 59 {

@@ -35,10 +35,10 @@ type Config struct {
 	GPUs *GPUs
 }
 
-// UserProbe is what correlate needs of a --probe: its role ("dispatch",
-// "data", "fetch", "compute", "infer", "step" or "get") and a name to show.
+// UserProbe is what correlate needs of a --probe: its role and a name to
+// show.
 type UserProbe struct {
-	Role string
+	Role events.Role
 	Name string
 }
 
@@ -82,11 +82,11 @@ type item struct {
 	// mark is when the record of an elapsed read's start event began: where
 	// the measured compute began, so where the step's data phase ended.
 	mark   uint64
-	isWait bool     // a wait (Python, or a user probe in the dispatch role)
-	wait   WaitKind // for a wait
-	what   string   // what the wait waited in
-	gil    uint64   // of which taking the GIL back after it
-	role   string   // for a user probe
+	isWait bool        // a wait (Python, or a user probe in the dispatch role)
+	wait   WaitKind    // for a wait
+	what   string      // what the wait waited in
+	gil    uint64      // of which taking the GIL back after it
+	role   events.Role // for a user probe
 }
 
 type record struct{ start, end uint64 }
@@ -151,7 +151,7 @@ func New(cfg Config) (*Correlator, error) {
 		c.fixed = &m
 	}
 	for id, up := range cfg.User {
-		if up.Role == "step" {
+		if up.Role == events.RoleStep {
 			if c.fixed != nil {
 				return nil, fmt.Errorf("two step boundaries: --step-boundary and --probe step=... (or two of those); name one")
 			}
@@ -161,14 +161,12 @@ func New(cfg Config) (*Correlator, error) {
 	return c, nil
 }
 
-// gilFollow is how soon after a Python wait a GIL wait must begin to be its
-// tail (the BPF side uses the same bound).
-const gilFollow = 100e3
-
 // extendWait adds a GIL wait to the Python wait or write it follows on its
 // thread: the wait lasted until the thread could run Python code again, as
 // the job's own clock around queue.get() sees it; a loop's logging write
 // ends once the loop runs on (on a busy GIL, up to ms after the write).
+// A GIL wait is a tail only where it began within events.GILFollowNS of
+// the wait's end: the bound the BPF programs report GIL waits by.
 func (c *Correlator) extendWait(g *events.Event) {
 	extend := func(items []item) bool {
 		for i := len(items) - 1; i >= 0 && i >= len(items)-64; i-- {
@@ -176,7 +174,7 @@ func (c *Correlator) extendWait(g *events.Event) {
 			if (it.ev.Kind != events.KindPyWait && it.ev.Kind != events.KindWrite) || it.ev.TID != g.TID || it.ev.PID != g.PID {
 				continue
 			}
-			if g.Start >= it.ev.End && g.Start-it.ev.End <= gilFollow {
+			if g.Start >= it.ev.End && g.Start-it.ev.End <= events.GILFollowNS {
 				it.gil += g.End - it.ev.End
 				it.ev.End = g.End
 			}
@@ -264,8 +262,8 @@ func (c *Correlator) Add(e *events.Event) []Step {
 		c.sum.addWait(e, it.wait, it.what)
 	case user:
 		it.role = up.Role
-		kind, wait := WaitDispatch, up.Role == "dispatch"
-		if up.Role == "get" {
+		kind, wait := WaitDispatch, up.Role == events.RoleDispatch
+		if up.Role == events.RoleGet {
 			kind, wait = c.gets.kindOf(e)
 		}
 		if wait {

@@ -39,7 +39,7 @@ func getFuncs(user map[uint16]UserProbe) []getFunc {
 	var out []getFunc
 	for _, up := range user {
 		module, qualname, ok := strings.Cut(up.Name, ":")
-		if up.Role != "get" || !ok || module == "" || qualname == "" {
+		if up.Role != events.RoleGet || !ok || module == "" || qualname == "" {
 			continue
 		}
 		out = append(out, getFunc{file: "/" + strings.ReplaceAll(module, ".", "/") + ".py", qualname: qualname,

@@ -12,7 +12,7 @@ import (
 // wholeGetCfg its role, as attach gives it.
 const wholeGetAPI = 0x8000
 
-var wholeGetCfg = Config{User: map[uint16]UserProbe{wholeGetAPI: {Role: "get", Name: "multiprocessing.queues:Queue.get"}}}
+var wholeGetCfg = Config{User: map[uint16]UserProbe{wholeGetAPI: {Role: events.RoleGet, Name: "multiprocessing.queues:Queue.get"}}}
 
 // getAndTrain ends a whole get begun at start, then trains a step: a copy
 // in, launches (n of them; none: idle instead) and the sync that ends it.

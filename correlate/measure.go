@@ -41,21 +41,21 @@ func (b *builder) measure() Step {
 		}
 		calls = append(calls, span{e.Start, e.End})
 		switch it.role {
-		case "data", "fetch":
+		case events.RoleData, events.RoleFetch:
 			s.FetchTime += seconds(e.Duration())
 			s.FetchCalls++
 			continue
-		case "compute":
+		case events.RoleCompute:
 			s.ComputeCallTime += seconds(e.Duration())
 			if computeStart == 0 {
 				computeStart = e.Start
 			}
 			probeStarts, probeEnds = append(probeStarts, e.Start), append(probeEnds, e.End)
 			continue
-		case "get": // a get that is no wait (correlator.Add)
+		case events.RoleGet: // a get that is no wait (correlator.Add)
 			takes = append(takes, *it)
 			continue
-		case "infer", "step":
+		case events.RoleInfer, events.RoleStep:
 			continue
 		}
 		if firstCall == 0 {

@@ -39,14 +39,14 @@ func (n *waitNeeds) note(waits, takes []item, leadInAtWrite bool) {
 	var gets [][2]uint64
 	for _, g := range [][]item{waits, takes} {
 		for i := range g {
-			if e := &g[i].ev; g[i].role == "get" {
+			if e := &g[i].ev; g[i].role == events.RoleGet {
 				gets = append(gets, [2]uint64{e.Start, e.End})
 			}
 		}
 	}
 	for i := range waits {
 		e := &waits[i].ev
-		if waits[i].role == "get" {
+		if waits[i].role == events.RoleGet {
 			continue
 		}
 		if e.Kind != events.KindPyWait || slices.Contains(step.Funcs, e.Name) ||

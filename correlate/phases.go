@@ -49,7 +49,7 @@ func isDataEvent(it *item) bool {
 	switch {
 	case it.isWait:
 		return it.wait == WaitDispatch || it.wait == WaitData
-	case it.role == "data" || it.role == "fetch" || it.role == "get":
+	case it.role == events.RoleData || it.role == events.RoleFetch || it.role == events.RoleGet:
 		return true
 	case it.role != "" || it.ev.Kind != events.KindCall:
 		return false
@@ -74,7 +74,7 @@ func isPhaseToken(it *item) bool {
 		return false
 	}
 	if e.API >= cudaapi.UserBase {
-		return it.role != "get" // as many as the samples a step takes
+		return it.role != events.RoleGet // as many as the samples a step takes
 	}
 	switch a := e.Desc(); a.Class {
 	case cudaapi.ClassSync, cudaapi.ClassElapsed:

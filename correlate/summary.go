@@ -171,11 +171,12 @@ func (s *summaryAcc) addEvent(e *events.Event, a cudaapi.API) {
 
 // UserTotal is the time in one user-named probe.
 type UserTotal struct {
-	Role, Name string
-	PID, TID   uint32 // in UserThreads
-	Calls      int
-	Seconds    float64
-	Threads    int
+	Role     events.Role
+	Name     string
+	PID, TID uint32 // in UserThreads
+	Calls    int
+	Seconds  float64
+	Threads  int
 }
 
 func (s *summaryAcc) addUser(e *events.Event, up UserProbe) {

@@ -3,6 +3,8 @@ package correlate
 import (
 	"fmt"
 	"slices"
+
+	"github.com/gpuprof/gpuprof/events"
 )
 
 // Workers are the threads of a job, in any of its processes, that share
@@ -14,7 +16,7 @@ import (
 
 // workerRoles are the --probe roles whose calls are one worker's unit of
 // work. A dispatch wait or a step is the trainer's, not a worker's.
-var workerRoles = map[string]bool{"infer": true, "data": true, "fetch": true}
+var workerRoles = map[events.Role]bool{events.RoleInfer: true, events.RoleData: true, events.RoleFetch: true}
 
 // Worker is one thread's share of a kind of work.
 type Worker struct {

@@ -1,6 +1,10 @@
 package correlate
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/gpuprof/gpuprof/events"
+)
 
 // TestWorkers: engines in two processes form one group, a probed infer
 // function on three threads another; a function on one thread, or of the
@@ -10,16 +14,16 @@ func TestWorkers(t *testing.T) {
 		{PID: 1, Run: Summary{
 			Engines: []Engine{{PID: 1, TID: 11, Iterations: 100, Busy: Dist{P50: 0.010}}},
 			UserThreads: []UserTotal{
-				{Role: "infer", Name: "Engine.generate", PID: 1, TID: 11, Calls: 10, Seconds: 0.10},
-				{Role: "infer", Name: "Engine.generate", PID: 1, TID: 12, Calls: 10, Seconds: 0.12},
-				{Role: "data", Name: "load", PID: 1, TID: 1, Calls: 50, Seconds: 0.5},
-				{Role: "dispatch", Name: "Queue.get", PID: 1, TID: 1, Calls: 50, Seconds: 0.5},
-				{Role: "dispatch", Name: "Queue.get", PID: 1, TID: 2, Calls: 50, Seconds: 0.5},
+				{Role: events.RoleInfer, Name: "Engine.generate", PID: 1, TID: 11, Calls: 10, Seconds: 0.10},
+				{Role: events.RoleInfer, Name: "Engine.generate", PID: 1, TID: 12, Calls: 10, Seconds: 0.12},
+				{Role: events.RoleData, Name: "load", PID: 1, TID: 1, Calls: 50, Seconds: 0.5},
+				{Role: events.RoleDispatch, Name: "Queue.get", PID: 1, TID: 1, Calls: 50, Seconds: 0.5},
+				{Role: events.RoleDispatch, Name: "Queue.get", PID: 1, TID: 2, Calls: 50, Seconds: 0.5},
 			}}},
 		{PID: 2, Run: Summary{
 			Engines: []Engine{{PID: 2, TID: 21, Iterations: 60, Busy: Dist{P50: 0.016}}},
 			UserThreads: []UserTotal{
-				{Role: "infer", Name: "Engine.generate", PID: 2, TID: 21, Calls: 5, Seconds: 0.10},
+				{Role: events.RoleInfer, Name: "Engine.generate", PID: 2, TID: 21, Calls: 5, Seconds: 0.10},
 			}}},
 	}
 	gs := Workers(runs)

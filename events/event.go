@@ -48,6 +48,12 @@ const (
 	KindXid Kind = 12
 )
 
+// GILFollowNS is how soon after a Python wait (or a write) a GIL wait
+// must begin to be its tail: the BPF programs report such GIL waits
+// (bpf.Load sets their bound from this), and the correlator joins each
+// to the wait it follows.
+const GILFollowNS = 100_000
+
 // PyFrame is one Python frame: the function's qualified name and file,
 // and the address of its first local (a method's self: the queue object a
 // get or put waits on, which the pool sampler reads).

@@ -64,6 +64,9 @@ var kindNames = map[Kind]string{KindCall: "call", KindKernelName: "kernel_name",
 	KindPool: "pool", KindWrite: "write", KindGPUSamples: "gpu_samples", KindProcess: "process",
 	KindXid: "xid"}
 
+// TraceName is the kind's name in a trace file.
+func (k Kind) TraceName() string { return kindNames[k] }
+
 // TraceWriter writes events to a trace file.
 type TraceWriter struct {
 	f   *os.File

@@ -14,10 +14,27 @@ var (
 	pySize   = binary.Size(bpf.PyEvent{})
 )
 
+// eventKinds is the events kind each record kind (gpuprof.bpf.c's enum
+// event_kind) decodes to: the two are numbered apart, events.Kind holding
+// kinds of its own between them. TestEventKinds holds it to every value
+// of the enum.
+var eventKinds = [...]events.Kind{
+	bpf.KindCall:       events.KindCall,
+	bpf.KindKernelName: events.KindKernelName,
+	bpf.KindLibLoad:    events.KindLibLoad,
+	bpf.KindPyWait:     events.KindPyWait,
+	bpf.KindPyGIL:      events.KindPyGIL,
+	bpf.KindWrite:      events.KindWrite,
+}
+
 // decodeRecord turns one ring buffer record into an event.
 func decodeRecord(raw []byte, ev *events.Event) error {
 	if len(raw) == 0 {
 		return fmt.Errorf("decode record: empty")
+	}
+	var kind events.Kind
+	if int(raw[0]) < len(eventKinds) {
+		kind = eventKinds[raw[0]]
 	}
 	switch raw[0] {
 	case bpf.KindCall, bpf.KindLibLoad, bpf.KindPyGIL, bpf.KindWrite:
@@ -27,13 +44,6 @@ func decodeRecord(raw []byte, ev *events.Event) error {
 		var r bpf.Event
 		if _, err := binary.Decode(raw, binary.LittleEndian, &r); err != nil {
 			return fmt.Errorf("decode record: %w", err)
-		}
-		kind := events.Kind(r.Kind)
-		switch r.Kind {
-		case bpf.KindPyGIL:
-			kind = events.KindPyGIL
-		case bpf.KindWrite:
-			kind = events.KindWrite
 		}
 		*ev = events.Event{Kind: kind, API: r.Api, PID: r.Pid, TID: r.Tid,
 			Start: r.StartNs, End: r.EndNs, Launches: r.Launches, GraphLaunches: r.GraphLaunches,
@@ -47,7 +57,7 @@ func decodeRecord(raw []byte, ev *events.Event) error {
 		if _, err := binary.Decode(raw, binary.LittleEndian, &r); err != nil {
 			return fmt.Errorf("decode record: %w", err)
 		}
-		*ev = events.Event{Kind: events.KindKernelName, API: r.Api, PID: r.Pid, TID: r.Tid,
+		*ev = events.Event{Kind: kind, API: r.Api, PID: r.Pid, TID: r.Tid,
 			Start: r.TsNs, End: r.TsNs, Out: r.Handle, Name: cString(r.Name[:])}
 		ev.Args[1] = r.Arg
 	case bpf.KindPyWait:
@@ -58,7 +68,7 @@ func decodeRecord(raw []byte, ev *events.Event) error {
 		if _, err := binary.Decode(raw, binary.LittleEndian, &r); err != nil {
 			return fmt.Errorf("decode record: %w", err)
 		}
-		*ev = events.Event{Kind: events.KindPyWait, PID: r.Pid, TID: r.Tid, Start: r.StartNs, End: r.EndNs, Ret: uint64(r.Ret),
+		*ev = events.Event{Kind: kind, PID: r.Pid, TID: r.Tid, Start: r.StartNs, End: r.EndNs, Ret: uint64(r.Ret),
 			Name: WaitFunc(r.Wait)}
 		ev.Args[0] = r.Arg0
 		for i := 0; i < int(r.Nframes) && i < len(r.Frames); i++ {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/gpuprof/gpuprof/bpf"
@@ -60,6 +61,30 @@ func BenchmarkDecodeRecord(b *testing.B) {
 	for b.Loop() {
 		if err := decodeRecord(raw, &e); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestEventKinds: every record kind of gpuprof.bpf.c's enum event_kind
+// decodes, to the events kind of the same name (EV_PY_GIL: py_gil).
+func TestEventKinds(t *testing.T) {
+	kinds, err := bpf.EnumValues("event_kind")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kinds) == 0 {
+		t.Fatal("enum event_kind has no values")
+	}
+	for name, v := range kinds {
+		raw := make([]byte, max(callSize, nameSize, pySize))
+		raw[0] = byte(v)
+		var e events.Event
+		if err := decodeRecord(raw, &e); err != nil {
+			t.Errorf("%s (%d): %v", name, v, err)
+			continue
+		}
+		if want := strings.ToLower(strings.TrimPrefix(name, "EV_")); e.Kind.TraceName() != want {
+			t.Errorf("%s (%d) decodes to %q, want %q", name, v, e.Kind.TraceName(), want)
 		}
 	}
 }

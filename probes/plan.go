@@ -55,36 +55,6 @@ func (p Probe) Programs() []Program {
 	return []Program{ProgEntry, ProgReturn}
 }
 
-// Cookie is the attach cookie the BPF programs decode (gpuprof.bpf.c).
-func (p Probe) Cookie() uint64 {
-	a := p.API
-	c := uint64(a.ID) | uint64(a.Layer)<<16 | uint64(a.Out)<<20
-	if a.OutArg != cudaapi.NoArg {
-		c |= uint64(a.OutArg) << 24
-	} else {
-		c |= 0xf << 24
-	}
-	if a.FuncArg > 0 {
-		c |= uint64(a.FuncArg) << 28
-	}
-	if a.NameArg != cudaapi.NoArg {
-		c |= uint64(a.NameArg+1) << 32
-	}
-	if a.Class == cudaapi.ClassGraphLaunch {
-		c |= 1 << 40
-	}
-	c |= twinCode(a) << 44
-	if a.Class == cudaapi.ClassRecord && a.Layer == cudaapi.LayerRuntime {
-		c |= cookieCaller // the record's caller tells whose it is (recordsites.go)
-	}
-	if a.Class == cudaapi.ClassKernelName && a.NameArg == cudaapi.NoArg {
-		// cuKernelGetFunction: a name event with no name, mapping a
-		// function back to the kernel whose name was seen.
-		c |= 0xf << 32
-	}
-	return c
-}
-
 // LibraryPlan is what gpuprof would attach in one mapped file.
 type LibraryPlan struct {
 	PID     int

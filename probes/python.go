@@ -297,7 +297,7 @@ func attachPython(objs *bpf.Objects, p *PythonPlan, sems SemaphorePlan, only, ex
 		var addrs, cookies []uint64
 		for _, pr := range set.probes {
 			addrs = append(addrs, pr.Address())
-			cookies = append(cookies, uint64(pr.API.ID))
+			cookies = append(cookies, waitCookie(pr.API.ID))
 		}
 		opts := &link.UprobeMultiOptions{Addresses: addrs, Cookies: cookies, PID: pid}
 		entry, err := ex.UprobeMulti(nil, set.entry, opts)

@@ -63,10 +63,6 @@ const (
 	// recordHandles bounds the handles remembered (events created anew
 	// each step would grow the map without end).
 	recordHandles = 1 << 16
-	// cookieCaller has a record's function probe note its caller
-	// (COOKIE_CALLER in gpuprof.bpf.c); its call sites' probes go
-	// without: no return address is on the stack yet there.
-	cookieCaller = 1 << 48
 )
 
 // recordSite is one caller of a record function.
@@ -348,7 +344,7 @@ func (r *Records) probeSites(t *target, w *recordWatch) ([]link.Link, map[uint64
 		k := at.file.Key()
 		files[k] = at.file
 		byFile[k] = append(byFile[k], at.offset)
-		cookies[k] = append(cookies[k], probe.Cookie()&^cookieCaller)
+		cookies[k] = append(cookies[k], withoutCaller(probe.Cookie()))
 		r.cfg.Log.Debug("event record call site", "pid", t.pid, "file", at.file.Path, "offset", at.offset, "placement", at.place, "records", site.n)
 	}
 	var links []link.Link

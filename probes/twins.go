@@ -83,21 +83,6 @@ func twinGroup(a cudaapi.API) string {
 	return ""
 }
 
-// twinCode is a twin group as the BPF programs see it, in the probe's
-// cookie (COOKIE_TWIN): a driver call is counted as a runtime call's twin
-// only under a runtime call of its own group.
-func twinCode(a cudaapi.API) uint64 {
-	switch twinGroup(a) {
-	case twinCopies:
-		return 1
-	case twinSyncs:
-		return 2
-	case twinEvents:
-		return 3
-	}
-	return 0
-}
-
 // splitTwins separates a runtime or driver plan's probes of each twin
 // group from the rest.
 func splitTwins(lp LibraryPlan) (rest LibraryPlan, twins map[string]LibraryPlan) {

@@ -2,31 +2,14 @@ package probes
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/ianlancetaylor/demangle"
 
 	"github.com/gpuprof/gpuprof/cudaapi"
+	"github.com/gpuprof/gpuprof/events"
 )
-
-// Role is what a user-named function is to the pipeline (--probe ROLE=...).
-type Role string
-
-const (
-	RoleDispatch Role = "dispatch" // waiting for samples (a Ray queue get)
-	RoleData     Role = "data"     // the data iterator
-	RoleFetch    Role = "fetch"    // fetching samples (a Mooncake get)
-	RoleCompute  Role = "compute"  // the step's compute
-	RoleInfer    Role = "infer"    // one inference-engine generate call
-	RoleStep     Role = "step"     // its return ends a step
-	// RoleGet is a whole get from a queue: a wait of the kind of the
-	// waits inside it (samples for a pool, batches for a DataLoader), so
-	// that the work a get does besides blocking (unpickling, rebuilding a
-	// shared tensor) counts as waiting for what it gets.
-	RoleGet Role = "get"
-)
-
-var roles = []Role{RoleDispatch, RoleData, RoleFetch, RoleCompute, RoleInfer, RoleStep, RoleGet}
 
 // UserProbe is one --probe: a native function, named by the library it is
 // in and its symbol (mangled, or a C++ name such as
@@ -34,7 +17,7 @@ var roles = []Role{RoleDispatch, RoleData, RoleFetch, RoleCompute, RoleInfer, Ro
 // a Python function (Lib "py", Symbol MODULE:QUALNAME; pycall.go).
 type UserProbe struct {
 	ID     uint16 // cudaapi.UserBase + its position
-	Role   Role
+	Role   events.Role
 	Lib    string // matched against the path of each mapped file
 	Symbol string
 	// Default marks a probe gpuprof adds itself (attach's whole gets): it
@@ -57,12 +40,8 @@ func ParseUserProbe(spec string, index int) (UserProbe, error) {
 	if module, qualname, ok := strings.Cut(sym, ":"); lib == "py" && (!ok || module == "" || qualname == "") {
 		return UserProbe{}, fmt.Errorf("--probe %q: write ROLE=py:MODULE:QUALNAME, e.g. data=py:__main__:Loader.next_batch", spec)
 	}
-	found := false
-	for _, r := range roles {
-		found = found || Role(role) == r
-	}
-	if !found {
-		return UserProbe{}, fmt.Errorf("--probe %q: role must be one of %v", spec, roles)
+	if !slices.Contains(events.Roles(), events.Role(role)) {
+		return UserProbe{}, fmt.Errorf("--probe %q: role must be one of %v", spec, events.Roles())
 	}
 	if index >= 0x7fff {
 		return UserProbe{}, fmt.Errorf("--probe %q: too many probes", spec)
@@ -72,7 +51,7 @@ func ParseUserProbe(spec string, index int) (UserProbe, error) {
 	if lib != "py" {
 		sym = strings.TrimPrefix(sym, "::")
 	}
-	return UserProbe{ID: cudaapi.UserBase + uint16(index), Role: Role(role), Lib: lib, Symbol: sym}, nil
+	return UserProbe{ID: cudaapi.UserBase + uint16(index), Role: events.Role(role), Lib: lib, Symbol: sym}, nil
 }
 
 // matches says whether a file holds this probe's function.

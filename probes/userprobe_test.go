@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuprof/gpuprof/events"
 	"github.com/gpuprof/gpuprof/internal/testenv"
 )
 
@@ -17,7 +18,7 @@ func TestParseUserProbe(t *testing.T) {
 		t.Error("a Python function's probe matched a library")
 	}
 	u, err := ParseUserProbe("fetch=mooncake/:mooncake::RealClient::batch_get_into", 2)
-	if err != nil || u.Role != RoleFetch || u.Lib != "mooncake/" || u.Symbol != "mooncake::RealClient::batch_get_into" || u.ID != 0x8002 {
+	if err != nil || u.Role != events.RoleFetch || u.Lib != "mooncake/" || u.Symbol != "mooncake::RealClient::batch_get_into" || u.ID != 0x8002 {
 		t.Fatalf("%+v %v", u, err)
 	}
 	for spec, want := range map[string]string{

@@ -72,7 +72,7 @@ func replay(t *testing.T, h events.TraceHeader, evs []events.Event, sampled bool
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.User[u.ID] = correlate.UserProbe{Role: string(u.Role), Name: u.Symbol}
+		cfg.User[u.ID] = correlate.UserProbe{Role: u.Role, Name: u.Symbol}
 	}
 	if len(h.GPUs) > 0 { // recorded with NVML: steps joined with their GPUs' state
 		cfg.GPUs = correlate.NewGPUs(h.GPUs, time.Duration(h.NVMLIntervalNS))

@@ -55,7 +55,7 @@ func addWholeGets(ups []probes.UserProbe, roles map[uint16]correlate.UserProbe) 
 		}
 	}
 	u.Default = true
-	roles[u.ID] = correlate.UserProbe{Role: string(u.Role), Name: u.Symbol}
+	roles[u.ID] = correlate.UserProbe{Role: u.Role, Name: u.Symbol}
 	return append(ups, u)
 }
 
@@ -86,7 +86,7 @@ func userProbes(preset string, specs []string) ([]probes.UserProbe, map[uint16]c
 			return nil, nil, usageErr("%v", err)
 		}
 		ups = append(ups, u)
-		roles[u.ID] = correlate.UserProbe{Role: string(u.Role), Name: u.Symbol}
+		roles[u.ID] = correlate.UserProbe{Role: u.Role, Name: u.Symbol}
 	}
 	if len(ups) > 0 && ups[len(ups)-1].ID >= cudaapi.UserBase+0x7fff {
 		return nil, nil, fmt.Errorf("too many --probe")

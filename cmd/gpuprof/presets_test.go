@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/gpuprof/gpuprof/cudaapi"
+	"github.com/gpuprof/gpuprof/events"
 )
 
 // TestAddWholeGets: attach's whole-gets probe comes after the user's, in
@@ -19,7 +20,7 @@ func TestAddWholeGets(t *testing.T) {
 		t.Fatalf("%d probes, want the preset's, the user's and whole gets", len(ups))
 	}
 	last := ups[2]
-	if last.Spec() != wholeGets || !last.Default || last.ID != cudaapi.UserBase+2 || roles[last.ID].Role != "get" {
+	if last.Spec() != wholeGets || !last.Default || last.ID != cudaapi.UserBase+2 || roles[last.ID].Role != events.RoleGet {
 		t.Errorf("whole gets %+v (role %q): want %s, gpuprof's own, after the user's", last, roles[last.ID].Role, wholeGets)
 	}
 	for _, u := range ups[:2] {
@@ -31,7 +32,7 @@ func TestAddWholeGets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := addWholeGets(mine, roles); len(got) != 1 || got[0].Role != "dispatch" {
+	if got := addWholeGets(mine, roles); len(got) != 1 || got[0].Role != events.RoleDispatch {
 		t.Errorf("the user probes Queue.get as dispatch; with whole gets added: %+v", got)
 	}
 }
