@@ -209,10 +209,13 @@ func TestGPUsFollowsLateProcesses(t *testing.T) {
 	if err := os.WriteFile(pidsFile, []byte(itoa(first.PID())), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
-	// Found only once gpuprof's next look at the GPUs' processes sees it,
-	// then learned: 200 steps leave room over the floor below (120 gave
-	// 37 and 48 on a loaded machine).
+	// The late one starts once gpuprof has the first's steps (its jsonl
+	// has lines), not after a fixed wait. It is found only at gpuprof's
+	// next look at the GPUs' processes, then learned: 200 steps leave
+	// room over the floor below (120 gave 37 and 48 on a loaded machine).
+	if n := waitForLines(steps, 1, 10*time.Second, nil); n == 0 {
+		t.Fatalf("no step of the first process in 10 s:\n%s", errb.String())
+	}
 	late := testenv.StartDemo(t, "--steps", "200", "--start-delay", "0.3")
 	if err := os.WriteFile(pidsFile, []byte(itoa(first.PID())+","+itoa(late.PID())), 0o644); err != nil {
 		t.Fatal(err)
