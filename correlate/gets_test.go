@@ -124,7 +124,7 @@ func TestWholeGetKindFromAWaitBeforeTheWatch(t *testing.T) {
 
 // TestWaitsGoWithLaunchProbes: a loop whose every wait lies inside the
 // whole gets that open its steps needs none of the Python wait probes
-// (WaitProbesNeeded), which may then go with the launch probes. Steps
+// (StepWaits), which may then go with the launch probes. Steps
 // while they are off keep their dispatch wait (the gets time it) and lose
 // only the kinds of wait. A wait outside the gets (a sleep before the get)
 // needs its function's probe.
@@ -189,9 +189,9 @@ func TestWaitsGoWithLaunchProbes(t *testing.T) {
 				tr.getAndTrain(t, start, launches)
 			}
 			c, steps := run(t, wholeGetCfg, tr.evs)
-			need, ok := c.WaitProbesNeeded()
+			need, ok := c.StepWaits()
 			if got := fmt.Sprint(need.Funcs, need.Writes, ok); got != tc.needs {
-				t.Fatalf("WaitProbesNeeded %s, want %s", got, tc.needs)
+				t.Fatalf("StepWaits %s, want %s", got, tc.needs)
 			}
 			if len(steps) < 60 {
 				t.Fatalf("%d steps", len(steps))
