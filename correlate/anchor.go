@@ -49,19 +49,6 @@ func (a Anchor) CallKind() CallKind {
 	return CallKind{Class: k.class, Dir: k.dir, AnyDir: a.m.anyDir, User: k.user != 0}
 }
 
-// MatchesDeviceCopies says whether device-to-device copies can be the
-// boundary's calls: such a job's copies must stay probed all the time
-// (probes/sampling.go probes them with the launches).
-func (a Anchor) MatchesDeviceCopies() bool {
-	k := a.CallKind()
-	return k.Class == cudaapi.ClassCopy && (k.AnyDir || k.Dir == cudaapi.DirDtoD)
-}
-
-// MatchesRecords says whether event records are the boundary's calls:
-// such a job's records must stay probed at their functions
-// (probes/recordsites.go probes the others' at their readers' call sites).
-func (a Anchor) MatchesRecords() bool { return a.CallKind().Class == cudaapi.ClassRecord }
-
 // token is one call of a thread, reduced to what boundary finding needs.
 type token struct {
 	k    key
