@@ -28,7 +28,7 @@ func TestWaitKeeper(t *testing.T) {
 		"more 9 [clock_nanosleep sem_timedwait] true",
 		"all 9",
 	}
-	if !slices.Equal(f.calls, want) {
-		t.Errorf("calls:\n%q\nwant\n%q", f.calls, want)
+	if got := f.lines(); !slices.Equal(got, want) {
+		t.Errorf("calls:\n%q\nwant\n%q", got, want)
 	}
 }
