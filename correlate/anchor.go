@@ -31,18 +31,23 @@ type Anchor struct {
 	afterData bool
 }
 
-// MatchesDeviceCopies says whether device-to-device copies can be the
-// boundary's calls: such a job's copies must stay probed all the time
-// (probes/sampling.go probes them with the launches).
-func (a Anchor) MatchesDeviceCopies() bool {
-	k := a.m.key
-	return k.class == cudaapi.ClassCopy && (a.m.anyDir || k.dir == cudaapi.DirDtoD)
+// CallKind is a kind of CUDA call as step boundaries are told apart:
+// its class and, for a copy, its direction.
+type CallKind struct {
+	Class cudaapi.Class
+	Dir   cudaapi.Dir // a copy's direction, where it has one
+	// AnyDir: copies in every direction (a copy named without one, as
+	// --step-boundary cudaMemcpyAsync names them).
+	AnyDir bool
+	// User: a --probe function's calls (Class none).
+	User bool
 }
 
-// MatchesRecords says whether event records are the boundary's calls:
-// such a job's records must stay probed at their functions
-// (probes/recordsites.go probes the others' at their readers' call sites).
-func (a Anchor) MatchesRecords() bool { return a.m.key.class == cudaapi.ClassRecord }
+// CallKind says which calls end the anchor's steps.
+func (a Anchor) CallKind() CallKind {
+	k := a.m.key
+	return CallKind{Class: k.class, Dir: k.dir, AnyDir: a.m.anyDir, User: k.user != 0}
+}
 
 // token is one call of a thread, reduced to what boundary finding needs.
 type token struct {

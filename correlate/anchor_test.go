@@ -6,34 +6,21 @@ import (
 	"github.com/gpuprof/gpuprof/cudaapi"
 )
 
-func TestMatchesDeviceCopies(t *testing.T) {
+// TestCallKind: an anchor says which calls end its steps as their class,
+// a copy's direction, or copies of every direction.
+func TestCallKind(t *testing.T) {
 	for _, c := range []struct {
 		m    matcher
-		want bool
+		want CallKind
 	}{
-		{matcher{key: key{class: cudaapi.ClassCopy, dir: cudaapi.DirDtoD}}, true},
-		{matcher{key: key{class: cudaapi.ClassCopy, dir: cudaapi.DirHtoD}, anyDir: true}, true},
-		{matcher{key: key{class: cudaapi.ClassCopy, dir: cudaapi.DirDtoH}}, false},
-		{matcher{key: key{class: cudaapi.ClassElapsed}}, false},
+		{matcher{key: key{class: cudaapi.ClassCopy, dir: cudaapi.DirDtoD}}, CallKind{Class: cudaapi.ClassCopy, Dir: cudaapi.DirDtoD}},
+		{matcher{key: key{class: cudaapi.ClassCopy, dir: cudaapi.DirHtoD}, anyDir: true}, CallKind{Class: cudaapi.ClassCopy, Dir: cudaapi.DirHtoD, AnyDir: true}},
+		{matcher{key: key{class: cudaapi.ClassRecord}}, CallKind{Class: cudaapi.ClassRecord}},
+		{matcher{key: key{class: cudaapi.ClassSync, sync: cudaapi.SyncStream}}, CallKind{Class: cudaapi.ClassSync}},
+		{matcher{key: key{user: 1}}, CallKind{User: true}},
 	} {
-		if got := (Anchor{m: c.m}).MatchesDeviceCopies(); got != c.want {
-			t.Errorf("%v: %v, want %v", c.m, got, c.want)
-		}
-	}
-}
-
-func TestMatchesRecords(t *testing.T) {
-	for _, c := range []struct {
-		m    matcher
-		want bool
-	}{
-		{matcher{key: key{class: cudaapi.ClassRecord}}, true},
-		{matcher{key: key{class: cudaapi.ClassElapsed}}, false},
-		{matcher{key: key{class: cudaapi.ClassSync, sync: cudaapi.SyncStream}}, false},
-		{matcher{key: key{user: 1}}, false},
-	} {
-		if got := (Anchor{m: c.m}).MatchesRecords(); got != c.want {
-			t.Errorf("%v: %v, want %v", c.m, got, c.want)
+		if got := (Anchor{m: c.m}).CallKind(); got != c.want {
+			t.Errorf("%v: %+v, want %+v", c.m, got, c.want)
 		}
 	}
 }

@@ -2,7 +2,6 @@ package correlate
 
 import (
 	"fmt"
-	"slices"
 	"testing"
 
 	"github.com/gpuprof/gpuprof/events"
@@ -124,7 +123,7 @@ func TestWholeGetKindFromAWaitBeforeTheWatch(t *testing.T) {
 
 // TestWaitsGoWithLaunchProbes: a loop whose every wait lies inside the
 // whole gets that open its steps needs none of the Python wait probes
-// (WaitProbesNeeded), which may then go with the launch probes. Steps
+// (StepWaits), which may then go with the launch probes. Steps
 // while they are off keep their dispatch wait (the gets time it) and lose
 // only the kinds of wait. A wait outside the gets (a sleep before the get)
 // needs its function's probe.
@@ -189,9 +188,9 @@ func TestWaitsGoWithLaunchProbes(t *testing.T) {
 				tr.getAndTrain(t, start, launches)
 			}
 			c, steps := run(t, wholeGetCfg, tr.evs)
-			need, ok := c.WaitProbesNeeded()
+			need, ok := c.StepWaits()
 			if got := fmt.Sprint(need.Funcs, need.Writes, ok); got != tc.needs {
-				t.Fatalf("WaitProbesNeeded %s, want %s", got, tc.needs)
+				t.Fatalf("StepWaits %s, want %s", got, tc.needs)
 			}
 			if len(steps) < 60 {
 				t.Fatalf("%d steps", len(steps))
@@ -216,46 +215,6 @@ func TestWaitsGoWithLaunchProbes(t *testing.T) {
 				t.Errorf("%d steps without their kinds of wait, want the %d of the pause and at most 3 more", uncounted, want)
 			}
 		})
-	}
-}
-
-// TestWaitProbesCover: the Python wait probes kept serve a step only if
-// they include every wait function it needs and, where its lead-in ends
-// at a write, the writes; all of them serve any step, and a process
-// needing all is served only by all.
-func TestWaitProbesCover(t *testing.T) {
-	kept := WaitProbes{Funcs: []string{"clock_nanosleep", "sem_timedwait"}}
-	for _, tc := range []struct {
-		need WaitProbes
-		want bool
-	}{
-		{WaitProbes{}, true},
-		{WaitProbes{Funcs: []string{"sem_timedwait"}}, true},
-		{WaitProbes{Funcs: []string{"clock_nanosleep", "sem_timedwait"}}, true},
-		{WaitProbes{Funcs: []string{"read"}}, false},
-		{WaitProbes{Funcs: []string{"sem_timedwait", "recvmsg"}}, false},
-		{WaitProbes{Writes: true}, false},
-		{WaitProbes{All: true}, false},
-	} {
-		if got := kept.Covers(tc.need); got != tc.want {
-			t.Errorf("%+v covers %+v: %v, want %v", kept, tc.need, got, tc.want)
-		}
-	}
-	if !(WaitProbes{Writes: true}).Covers(WaitProbes{Writes: true}) || !(WaitProbes{All: true}).Covers(WaitProbes{All: true, Writes: true}) {
-		t.Error("the same probes do not cover the same needs")
-	}
-	for _, tc := range []struct{ need, want WaitProbes }{
-		{WaitProbes{}, kept},
-		{WaitProbes{Funcs: []string{"recvmsg", "sem_timedwait"}}, WaitProbes{Funcs: []string{"clock_nanosleep", "recvmsg", "sem_timedwait"}}},
-		{WaitProbes{Writes: true}, WaitProbes{Funcs: kept.Funcs, Writes: true}},
-	} {
-		got := kept.Union(tc.need)
-		if !slices.Equal(got.Funcs, tc.want.Funcs) || got.Writes != tc.want.Writes || got.All != tc.want.All {
-			t.Errorf("%+v with %+v: %+v, want %+v", kept, tc.need, got, tc.want)
-		}
-		if !got.Covers(tc.need) || !got.Covers(kept) {
-			t.Errorf("%+v does not cover what it joins", got)
-		}
 	}
 }
 

@@ -52,7 +52,7 @@ type launchSampler struct {
 // threads' waits are no part of any step's time at all: an engine's
 // resource-sharer thread serving the ranks' descriptors traps in reads,
 // writes and the GIL at each of their gets. So once the steps show which
-// wait functions the step thread blocks in outside its gets (correlate's
+// wait functions the step thread blocks in outside its gets (correlate.s
 // WaitProbesNeeded), those stay attached, with the GIL's and the writes
 // where needed, and the rest go with the launch probes. The markers then
 // say so (Args[0] 1): a step's kinds of wait count as complete only where

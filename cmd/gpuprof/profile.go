@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
+	"github.com/gpuprof/gpuprof/control"
 	"github.com/gpuprof/gpuprof/correlate"
 	"github.com/gpuprof/gpuprof/events"
 	"github.com/gpuprof/gpuprof/probes"
@@ -60,7 +60,7 @@ func (f *profileFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.boundary, "step-boundary", "", "the CUDA call whose return ends a step, e.g. cudaStreamSynchronize or cudaMemcpyAsync:h2d (default: found)")
 	fs.Uint32Var(&f.thread, "step-thread", 0, "the thread whose steps to report (default: found)")
 	fs.BoolVar(&f.noLaunches, "no-launches", false, "do not count kernel launches (for launch-bound loops, where a probe on every launch costs several percent)")
-	fs.Float64Var(&f.launchDuty, "launch-duty", defaultLaunchDuty, "once steps are found, count launches this fraction of the time, 1 s at a time or 2.5 steps where those are longer (1 s of every 40 at 0.025); 1 counts every launch, at ~0.5-0.7 µs a launch")
+	fs.Float64Var(&f.launchDuty, "launch-duty", control.DefaultLaunchDuty, "once steps are found, count launches this fraction of the time, 1 s at a time or 2.5 steps where those are longer (1 s of every 40 at 0.025); 1 counts every launch, at ~0.5-0.7 µs a launch")
 	fs.BoolVar(&f.noCalls, "no-calls", false, "do not probe CUDA calls (syncs, copies, events, memory); with --no-launches only the loader hook stays, for measuring gpuprof's own cost")
 	fs.BoolVar(&f.noPython, "no-python", false, "do not time Python lock waits (queue gets, events)")
 	fs.BoolVar(&f.wholeGets, "whole-gets", true, "time multiprocessing queue gets whole (uprobes on the C functions a get calls first and last: its lock and the unpickling; where those are not found, a hardware watchpoint, two debug traps a get), so that unpickling what was got, and rebuilding a shared tensor, counts as the wait; --whole-gets=false times only their blocking")
@@ -82,37 +82,21 @@ func (f *profileFlags) correlateConfig() correlate.Config {
 		BatchSize: f.batchSize}
 }
 
-// launchOn is how long launches are counted at a time once steps are
-// found: long enough to hold whole steps of most loops.
-const launchOn = time.Second
-
-// defaultLaunchDuty is --launch-duty's default. On two H200 DDP ranks
-// (testdata/gpuhost/h200x2.sh, README "Measured"), a rank's autograd
-// thread paid ~230 µs of system time a step with gpuprof attached at 0.1,
-// about half of it (by --probe-stats' trap counts) in the on phases: its
-// launches, the driver's device-to-device copies and kernel lookups, ~500
-// traps a step there. At 0.05 the step rate by second since attach was
-// -0.26% between on phases and -3..-6% in the seconds around each: ~0.12 s
-// of the job's time a phase. 1 s in 40 halves that share again, and
-// still counts ~30 whole steps of a 30-steps/s loop a cycle. Measured
-// there at 1 s in 40, gpuprof still cost -2.66% of the step rate (CI
-// -3.92..-0.18%), nearly all of it in traps outside the on phases.
-const defaultLaunchDuty = 0.025
-
 // cpuOnlyAfter is how long a Python process runs with no CUDA library
 // before its wait probes are thinned (probes.Config.CPUOnlyAfter): a
 // trainer importing torch loads CUDA within seconds, and its waits until
 // then give no step.
 const cpuOnlyAfter = 5 * time.Second
 
-// launchCycle is the cycle of launch sampling for --launch-duty: counted
-// launchOn of every period. A launch-heavy job pays ~0.5 µs a launch while
-// they are counted.
-func launchCycle(duty float64) (period, on time.Duration) {
-	if duty <= 0 {
-		return time.Duration(math.MaxInt64), 0
-	}
-	return time.Duration(float64(launchOn) / duty), launchOn
+// controlConfig is the control loop's policy for the flags, its
+// correlators joining steps with gpus (nil: no GPU state).
+func (f *profileFlags) controlConfig(gpus *correlate.GPUs) control.Config {
+	cfg := control.DefaultConfig()
+	cfg.Correlate = f.correlateConfig()
+	cfg.Correlate.GPUs = gpus
+	cfg.LaunchDuty = f.launchDuty
+	cfg.RecordSites = f.recordSites
+	return cfg
 }
 
 // openSession checks privileges and loads the probes.
@@ -157,7 +141,7 @@ func openSession(f *profileFlags) (*probes.Session, error) {
 		// A process that has loaded no CUDA by then (a CPU-only producer)
 		// has its Python wait probes thinned like launches.
 		cfg.CPUOnlyAfter = cpuOnlyAfter
-		cfg.CPUOnlyPeriod, cfg.CPUOnlyOn = launchCycle(f.launchDuty)
+		cfg.CPUOnlyPeriod, cfg.CPUOnlyOn = f.controlConfig(nil).LaunchCycle()
 	}
 	return probes.Open(cfg)
 }
@@ -169,30 +153,21 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	if f.quiet {
 		live = report.NewLive(io.Discard, false)
 	}
-	st, err := newStepper(f, live)
+	outs := &stepOutputs{live: live}
+	loopCfg := f.controlConfig(gw.state)
+	loop, err := control.New(loopCfg, steer(sess), outs)
 	if err != nil {
 		return err
 	}
-	st.cfg.GPUs = gw.state
-	gw.follow = sess.Follow
-	// Once steps are found, launches need counting only part of the time.
-	st.onAnchor = func(first bool, a correlate.Anchor) {
-		// Timed, for telling a late boundary from a steady cost
-		// (overhead.py --logs); the live line says it untimed.
-		slog.Debug("step boundary", "pid", a.PID, "tid", a.TID, "calls", a.Calls, "first", first)
-		sess.SetStepThread(int(a.PID), a.TID)
-		// A job whose boundary is a device-to-device copy keeps them, and
-		// so the launches, probed all the time.
-		if first && f.launchDuty < 1 && !a.MatchesDeviceCopies() {
-			period, on := launchCycle(f.launchDuty)
-			sess.Sampling().SampleLaunches(int(a.PID), period, on)
-		}
-		if first && f.recordSites && !a.MatchesRecords() {
-			sess.Records().Narrow(int(a.PID))
-		}
+	if err := outs.openJSONL(f.jsonl); err != nil {
+		return err
 	}
-	st.onWaits = newWaitKeeper(sess.Sampling(), slog.Default()).need
-	st.onStepTime = func(pid uint32, step time.Duration) { sess.Sampling().FitLaunchPhases(int(pid), step) }
+	// finish cuts the last steps and closes their outputs.
+	finish := func() error {
+		loop.Finish()
+		return outs.close()
+	}
+	gw.follow = sess.Follow
 	var trace *events.TraceWriter
 	if f.record != "" {
 		h := events.TraceHeader{Version: version, NoLaunchCounts: f.noLaunches}
@@ -206,7 +181,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 			h.PIDs = append(h.PIDs, uint32(p))
 		}
 		if trace, err = events.CreateTrace(f.record, h); err != nil {
-			st.finish()
+			finish()
 			return err
 		}
 		defer trace.Close()
@@ -224,7 +199,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		ctx, cancel = context.WithTimeout(ctx, f.duration)
 		defer cancel()
 	}
-	out := &sink{trace: trace, st: st}
+	out := &sink{trace: trace, loop: loop}
 	stopGPUs := gw.run(ctx, out.add, func(x events.Xid) { out.add(x.Event()) })
 	start := time.Now()
 	var lost uint64
@@ -244,7 +219,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		out.add(batch...)
 	})
 	stopGPUs()
-	outErr := st.finish()
+	outErr := finish()
 	if errors.Is(runErr, probes.ErrTargetsExited) {
 		all := sess.PIDs() // with the processes followed (--children, --gpus)
 		slices.Sort(all)
@@ -252,15 +227,15 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		runErr = nil
 	}
 	sampling := ""
-	if st.found() && f.launchDuty < 1 && !f.noLaunches {
-		period, on := launchCycle(f.launchDuty)
+	if loop.Found() && f.launchDuty < 1 && !f.noLaunches {
+		period, on := loopCfg.LaunchCycle()
 		sampling = fmt.Sprintf("%v in every %v once steps were found", on, period)
 		if on == 0 {
 			sampling = "not once steps were found (--launch-duty 0)"
 		}
 	}
 	attached := time.Since(start)
-	writeSummaries(stdout, sess, st, attached, sampling)
+	writeSummaries(stdout, sess, loop, attached, sampling)
 	if gw.state != nil {
 		runs := gw.state.Runs()
 		report.WriteGPUs(stdout, runs, correlate.Groups(runs, gw.groups), gw.views)

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"io"
 	"math"
 	"path/filepath"
 	"regexp"
@@ -10,10 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuprof/gpuprof/correlate"
-	"github.com/gpuprof/gpuprof/events"
 	"github.com/gpuprof/gpuprof/internal/testenv"
-	"github.com/gpuprof/gpuprof/report"
 	"github.com/gpuprof/gpuprof/validate"
 )
 
@@ -104,51 +99,6 @@ func TestReplayRanks(t *testing.T) {
 						rank, res.Ours, res.Matched, len(truth), res.OneToOne)
 				}
 			})
-		}
-	}
-}
-
-// TestReplayedWaitNeeds replays the sampled H200 trace through the
-// stepper and holds what each process's steps were found to need of the
-// Python wait probes: the ranks nothing (every wait of theirs is inside
-// a whole get), the engine its sleeps and blocked puts, and never the
-// writes. Its step thread's buffered log flushes once in ~180 iterations;
-// one step whose lead-in ended at such a write made the writes needed,
-// and on the H200 host the engine then kept them for good (~760 a second
-// on the thread answering the ranks' gets).
-func TestReplayedWaitNeeds(t *testing.T) {
-	trace := filepath.Join(testenv.Root(), "testdata/traces/h200x2-ranks/engine-ddp-two-ranks-sampled.trace.jsonl.gz")
-	h, evs, _, err := events.ReadTrace(trace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f profileFlags
-	if f.user, f.roles, err = userProbes("", h.UserProbes); err != nil {
-		t.Fatal(err)
-	}
-	st, err := newStepper(&f, report.NewLive(io.Discard, false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	needs := map[uint32][]correlate.WaitProbes{}
-	st.onWaits = func(pid uint32, need correlate.WaitProbes) { needs[pid] = append(needs[pid], need) }
-	for i := range evs {
-		st.add(&evs[i])
-	}
-	want := map[uint32]string{704: "[]", 705: "[]", 706: "[clock_nanosleep sem_timedwait]"} // the ranks, the engine
-	for pid, funcs := range want {
-		ns := needs[pid]
-		if len(ns) == 0 {
-			t.Errorf("PID %d: its steps' needs never known", pid)
-			continue
-		}
-		if got := fmt.Sprint(ns[len(ns)-1].Funcs); got != funcs {
-			t.Errorf("PID %d: needs %s, want %s", pid, got, funcs)
-		}
-		for _, n := range ns {
-			if n.Writes || n.All {
-				t.Errorf("PID %d: needed %+v (all its needs: %+v)", pid, n, ns)
-			}
 		}
 	}
 }

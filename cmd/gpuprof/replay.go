@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/gpuprof/gpuprof/control"
 	"github.com/gpuprof/gpuprof/correlate"
 	"github.com/gpuprof/gpuprof/events"
 	"github.com/gpuprof/gpuprof/report"
@@ -33,26 +34,34 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 	if f.user, f.roles, err = userProbes("", h.UserProbes); err != nil {
 		return err
 	}
-	st, err := newStepper(&f, report.NewLive(io.Discard, false))
-	if err != nil {
-		return err
-	}
 	var gpus *correlate.GPUs
 	if len(h.GPUs) > 0 {
 		gpus = correlate.NewGPUs(h.GPUs, time.Duration(h.NVMLIntervalNS))
-		st.cfg.GPUs = gpus
 	}
-	for i := range evs {
-		st.add(&evs[i])
-	}
-	if err := st.finish(); err != nil {
+	// The policy as attach's; with no probes to steer, only steps are cut.
+	cfg := control.DefaultConfig()
+	cfg.Correlate = f.correlateConfig()
+	cfg.Correlate.GPUs = gpus
+	outs := &stepOutputs{live: report.NewLive(io.Discard, false)}
+	loop, err := control.New(cfg, nil, outs)
+	if err != nil {
 		return err
 	}
-	for i, pid := range st.pids() {
+	if err := outs.openJSONL(f.jsonl); err != nil {
+		return err
+	}
+	for i := range evs {
+		loop.Add(&evs[i])
+	}
+	loop.Finish()
+	if err := outs.close(); err != nil {
+		return err
+	}
+	for i, pid := range loop.PIDs() {
 		if i > 0 {
 			fmt.Fprintln(stdout)
 		}
-		sum := st.proc(pid).corr.Summary()
+		sum := loop.Summary(pid)
 		var span time.Duration
 		if sum.LastNS > sum.FirstNS {
 			span = time.Duration(sum.LastNS - sum.FirstNS)
@@ -60,7 +69,7 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 		target := fmt.Sprintf("PID %d in trace %s (gpuprof %s)", pid, fs.Arg(0), h.Version)
 		report.WriteSummary(stdout, report.Summary{Target: target, Attached: span.Seconds(), Run: sum})
 	}
-	st.writeJob(stdout)
+	writeJob(stdout, loop.Runs())
 	report.WriteLoss(stdout, report.Loss{Delivered: uint64(len(evs)), BadRecords: uint64(unknown)})
 	if gpus != nil {
 		runs := gpus.Runs()

@@ -3,18 +3,19 @@ package main
 import (
 	"sync"
 
+	"github.com/gpuprof/gpuprof/control"
 	"github.com/gpuprof/gpuprof/events"
 )
 
 // sink takes events from the probes and rounds from the GPU sampler, two
 // goroutines, one batch at a time and in one order: the trace (--record)
 // holds them as the steps saw them, so a replay cuts the same steps. The
-// stepper behind it sees one goroutine at a time.
+// control loop behind it sees one goroutine at a time.
 type sink struct {
 	mu       sync.Mutex
 	trace    *events.TraceWriter // nil: not recording
 	traceErr error
-	st       *stepper
+	loop     *control.Loop
 	seen     map[uint32]bool // processes whose identity was looked up
 }
 
@@ -46,5 +47,5 @@ func (s *sink) put(e *events.Event) {
 	if s.trace != nil && s.traceErr == nil {
 		s.traceErr = s.trace.Write(e)
 	}
-	s.st.add(e)
+	s.loop.Add(e)
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/gpuprof/gpuprof/control"
 	"github.com/gpuprof/gpuprof/correlate"
 	"github.com/gpuprof/gpuprof/cudaapi"
 	"github.com/gpuprof/gpuprof/probes"
@@ -34,10 +35,10 @@ func noteAttached(live *report.Live, lp probes.LibraryPlan) {
 
 // writeSummaries prints a summary for each process that made CUDA calls or
 // Python waits, the job's view, and the session's loss counters.
-func writeSummaries(w io.Writer, sess *probes.Session, st *stepper, attached time.Duration, sampling string) {
+func writeSummaries(w io.Writer, sess *probes.Session, loop *control.Loop, attached time.Duration, sampling string) {
 	stats := sess.Stats()
 	kl, _ := sess.KernelLaunches()
-	pids := st.pids()
+	pids := loop.PIDs()
 	if len(pids) == 0 {
 		pids = []uint32{0}
 	}
@@ -45,12 +46,11 @@ func writeSummaries(w io.Writer, sess *probes.Session, st *stepper, attached tim
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		p := st.proc(pid)
 		target := fmt.Sprintf("PID %d", pid)
 		if pid == 0 {
 			target = "no process made a CUDA call"
 		}
-		run := p.corr.Summary()
+		run := loop.Summary(pid)
 		s := report.Summary{Target: target, Attached: attached.Seconds(), Run: run, LaunchSampling: sampling,
 			Engine: correlate.EngineProcess(run)}
 		s.RecordSites, s.RecordsNarrowed = sess.Records().Sites(int(pid))
@@ -58,7 +58,7 @@ func writeSummaries(w io.Writer, sess *probes.Session, st *stepper, attached tim
 			if k.PID != pid {
 				continue
 			}
-			name, ok := p.corr.KernelName(k.PID, k.Handle)
+			name, ok := loop.KernelName(k.PID, k.Handle)
 			if !ok {
 				name = fmt.Sprintf("kernel %#x (name not seen: loaded before attach)", k.Handle)
 			}
@@ -66,9 +66,18 @@ func writeSummaries(w io.Writer, sess *probes.Session, st *stepper, attached tim
 		}
 		report.WriteSummary(w, s)
 	}
-	st.writeJob(w)
+	writeJob(w, loop.Runs())
 	report.WriteLoss(w, report.Loss{Delivered: stats.Events, RingbufFull: stats.RingbufFull, BadRecords: stats.BadRecords,
 		StaleCalls: stats.StaleCalls, KernelsFull: stats.KernelMapFull})
+}
+
+// writeJob prints the job view when several processes have steps, and
+// the balance of work several threads share.
+func writeJob(w io.Writer, runs []correlate.ProcessRun) {
+	if j, ok := correlate.DiagnoseJob(runs); ok {
+		report.WriteJob(w, j)
+	}
+	report.WriteWorkers(w, correlate.Workers(runs))
 }
 
 // writeProbeStats prints how often each program ran: the probe hits the

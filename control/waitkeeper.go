@@ -1,17 +1,6 @@
-package main
+package control
 
-import (
-	"log/slog"
-
-	"github.com/gpuprof/gpuprof/correlate"
-)
-
-// waitSampler is what the wait keeper drives (probes.Session).
-type waitSampler interface {
-	SamplePythonWaits(pid int, keep []string, writes bool) bool
-	KeepMorePythonWaits(pid int, keep []string, writes bool) bool
-	KeepPythonWaits(pid int) bool
-}
+import "log/slog"
 
 // waitKeeper keeps each process's Python wait probes its steps need (its
 // step thread's waits outside whole gets) attached, and lets the rest go
@@ -20,35 +9,35 @@ type waitSampler interface {
 // good. (A boundary that moves starts the count afresh: that needs
 // nothing new.)
 type waitKeeper struct {
-	sess  waitSampler
-	log   *slog.Logger
-	given map[uint32]correlate.WaitProbes // kept, by PID, once sampled
-	all   map[uint32]bool                 // all attached for good
+	probes Probes
+	log    *slog.Logger
+	given  map[uint32]WaitProbes // kept, by PID, once sampled
+	all    map[uint32]bool       // all attached for good
 }
 
-func newWaitKeeper(sess waitSampler, log *slog.Logger) *waitKeeper {
-	return &waitKeeper{sess: sess, log: log, given: map[uint32]correlate.WaitProbes{}, all: map[uint32]bool{}}
+func newWaitKeeper(p Probes, log *slog.Logger) *waitKeeper {
+	return &waitKeeper{probes: p, log: log, given: map[uint32]WaitProbes{}, all: map[uint32]bool{}}
 }
 
-// need takes what pid's steps need now (correlate.Correlator.WaitProbesNeeded).
-func (k *waitKeeper) need(pid uint32, need correlate.WaitProbes) {
+// need takes what pid's steps need now.
+func (k *waitKeeper) need(pid uint32, need WaitProbes) {
 	g, sampled := k.given[pid]
 	switch {
 	case k.all[pid]:
 	case !sampled:
-		if !need.All && k.sess.SamplePythonWaits(int(pid), need.Funcs, need.Writes) {
+		if !need.All && k.probes.SamplePythonWaits(int(pid), need.Funcs, need.Writes) {
 			k.given[pid] = need
 			k.log.Debug("Python wait probes go with the launch probes", "pid", pid, "kept", need.Funcs, "writes kept", need.Writes)
 		}
 	case g.Covers(need):
 	case !need.All:
 		more := g.Union(need)
-		if k.sess.KeepMorePythonWaits(int(pid), more.Funcs, more.Writes) {
+		if k.probes.KeepMorePythonWaits(int(pid), more.Funcs, more.Writes) {
 			k.given[pid] = more
 			k.log.Info("Python wait probes kept attached: a step waited in one that had been paused", "pid", pid,
 				"kept", more.Funcs, "writes kept", more.Writes, "were", g.Funcs)
 		}
-	case k.sess.KeepPythonWaits(int(pid)):
+	case k.probes.KeepPythonWaits(int(pid)):
 		k.all[pid] = true
 		k.log.Info("Python wait probes all kept attached: a step needs them all", "pid", pid, "kept before", g.Funcs)
 	}

@@ -1,0 +1,202 @@
+package control
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"github.com/gpuprof/gpuprof/correlate"
+	"github.com/gpuprof/gpuprof/events"
+)
+
+// Loop cuts a job's events into steps, one correlator a process, sends
+// them to its output and, as each process's steps show what they need,
+// tells its probes. attach, run and replay share it, so that a replay
+// gives the steps the live run gave.
+type Loop struct {
+	cfg    Config
+	probes Probes // nil: a replay, nothing to steer
+	out    Output
+	log    *slog.Logger
+	waits  *waitKeeper
+	procs  map[uint32]*proc
+	// marks are the job-wide launch-probe markers so far (PID 0, older
+	// traces), for a process seen later.
+	marks []events.Event
+	// ranks are the processes' ranks in a distributed job (KindProcess).
+	ranks map[uint32]int
+}
+
+// proc is one process's steps and what its probes were last told.
+type proc struct {
+	corr      *correlate.Correlator
+	anchor    correlate.Anchor // its boundary as last told
+	waitNeeds WaitProbes       // what its steps needed of its wait probes as last told
+	waitsTold bool             // the wait keeper was told of it at all
+	clock     stepClock
+}
+
+// New makes a loop that sends steps to out and steers p; p nil (a
+// replay) only cuts steps.
+func New(cfg Config, p Probes, out Output) (*Loop, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	l := &Loop{cfg: cfg, probes: p, out: out, log: log, procs: map[uint32]*proc{}}
+	if p != nil {
+		l.waits = newWaitKeeper(p, log)
+	}
+	return l, nil
+}
+
+// newCorrelator makes a process's correlator, with the job-wide markers
+// so far.
+func (l *Loop) newCorrelator() *correlate.Correlator {
+	corr, _ := correlate.New(l.cfg.Correlate) // the config was checked in New
+	for i := range l.marks {
+		corr.Add(&l.marks[i])
+	}
+	return corr
+}
+
+// proc returns pid's steps, made on first use.
+func (l *Loop) proc(pid uint32) *proc {
+	p := l.procs[pid]
+	if p == nil {
+		p = &proc{corr: l.newCorrelator()}
+		l.procs[pid] = p
+		l.out.Processes(len(l.procs))
+	}
+	return p
+}
+
+// PIDs are the processes seen, in order.
+func (l *Loop) PIDs() []uint32 {
+	out := make([]uint32, 0, len(l.procs))
+	for pid := range l.procs {
+		out = append(out, pid)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Add takes the job's next event.
+func (l *Loop) Add(e *events.Event) {
+	switch e.Kind {
+	case events.KindGPUSamples:
+		// The job's GPUs, shared by its processes' correlators.
+		if l.cfg.Correlate.GPUs != nil {
+			l.cfg.Correlate.GPUs.Add(e.GPUs)
+		}
+		return
+	case events.KindXid:
+		if l.cfg.Correlate.GPUs != nil {
+			l.cfg.Correlate.GPUs.AddXid(events.XidOf(e))
+		}
+		return
+	case events.KindProcess:
+		if e.Args[0] > 0 {
+			if l.ranks == nil {
+				l.ranks = map[uint32]int{}
+			}
+			l.ranks[e.PID] = int(e.Args[0] - 1)
+		}
+		return
+	}
+	if e.Kind == events.KindLaunchProbes && e.PID == 0 {
+		// Launch probes switched for every process at once (traces
+		// recorded before each process had its own launch sampling).
+		l.marks = append(l.marks, *e)
+		for _, pid := range l.PIDs() {
+			l.emit(l.procs[pid].corr.Add(e))
+		}
+		return
+	}
+	p := l.proc(e.PID)
+	steps := p.corr.Add(e)
+	if a, ok := p.corr.Anchor(); ok && (a.TID != p.anchor.TID || a.Calls != p.anchor.Calls) {
+		first := p.anchor.TID == 0
+		p.anchor = a
+		l.out.Note(fmt.Sprintf("PID %d: step boundary: %s on thread %d (%s)", a.PID, a.Calls, a.TID, a.Reason))
+		if l.probes != nil {
+			l.boundaryFound(first, a)
+		}
+	}
+	if len(steps) > 0 && l.probes != nil {
+		l.steer(e.PID, p, steps)
+	}
+	l.emit(steps)
+}
+
+// steer tells pid's probes what its latest steps show: how long they take,
+// and which Python wait probes they need.
+func (l *Loop) steer(pid uint32, p *proc, steps []correlate.Step) {
+	if step, grown := p.clock.note(l.cfg.StepTimes, steps); grown {
+		l.probes.FitLaunchPhases(int(pid), step)
+	}
+	if w, ok := p.corr.StepWaits(); ok {
+		need := waitProbesFor(w)
+		if !p.waitsTold || !need.Equal(p.waitNeeds) {
+			p.waitNeeds, p.waitsTold = need, true
+			l.waits.need(pid, need)
+		}
+	}
+}
+
+// Found says whether any process's step boundary was found.
+func (l *Loop) Found() bool {
+	for _, p := range l.procs {
+		if p.anchor.TID != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Finish cuts the last steps; the loop takes no more events.
+func (l *Loop) Finish() {
+	for _, pid := range l.PIDs() {
+		l.emit(l.procs[pid].corr.Finish())
+	}
+}
+
+func (l *Loop) emit(steps []correlate.Step) {
+	for _, st := range steps {
+		if r, ok := l.ranks[st.PID]; ok {
+			st.Rank = &r
+		}
+		l.out.Step(st)
+	}
+}
+
+// Summary is pid's run so far (a process not seen: an empty one).
+func (l *Loop) Summary(pid uint32) correlate.Summary {
+	if p := l.procs[pid]; p != nil {
+		return p.corr.Summary()
+	}
+	return l.newCorrelator().Summary()
+}
+
+// KernelName is the name of pid's kernel of handle h, where it was seen
+// loaded.
+func (l *Loop) KernelName(pid uint32, h uint64) (string, bool) {
+	if p := l.procs[pid]; p != nil {
+		return p.corr.KernelName(pid, h)
+	}
+	return "", false
+}
+
+// Runs are the processes' runs, in order, with their ranks: the job's
+// view (correlate.DiagnoseJob, correlate.Workers).
+func (l *Loop) Runs() []correlate.ProcessRun {
+	var runs []correlate.ProcessRun
+	for _, pid := range l.PIDs() {
+		r, ranked := l.ranks[pid]
+		runs = append(runs, correlate.ProcessRun{PID: pid, Run: l.procs[pid].corr.Summary(), Rank: r, Ranked: ranked})
+	}
+	return runs
+}
