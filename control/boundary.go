@@ -49,7 +49,7 @@ func matchesRecords(k correlate.CallKind) bool { return k.Class == cudaapi.Class
 
 // boundaryFound tells pid's probes of its step boundary a, found just
 // now (first) or moved.
-func (l *Loop) boundaryFound(first bool, a correlate.Anchor) {
+func (l *Loop) boundaryFound(first bool, a correlate.Boundary) {
 	// Timed, for telling a late boundary from a steady cost
 	// (overhead.py --logs); the output's note says it untimed.
 	l.log.Debug("step boundary", "pid", a.PID, "tid", a.TID, "calls", a.Calls, "first", first)

@@ -30,9 +30,9 @@ type Loop struct {
 // proc is one process's steps and what its probes were last told.
 type proc struct {
 	corr      *correlate.Correlator
-	anchor    correlate.Anchor // its boundary as last told
-	waitNeeds WaitProbes       // what its steps needed of its wait probes as last told
-	waitsTold bool             // the wait keeper was told of it at all
+	boundary  correlate.Boundary // its boundary as last told
+	waitNeeds WaitProbes         // what its steps needed of its wait probes as last told
+	waitsTold bool               // the wait keeper was told of it at all
 	clock     stepClock
 }
 
@@ -118,9 +118,9 @@ func (l *Loop) Add(e *events.Event) {
 	}
 	p := l.proc(e.PID)
 	steps := p.corr.Add(e)
-	if a, ok := p.corr.Anchor(); ok && (a.TID != p.anchor.TID || a.Calls != p.anchor.Calls) {
-		first := p.anchor.TID == 0
-		p.anchor = a
+	if a, ok := p.corr.Boundary(); ok && (a.TID != p.boundary.TID || a.Calls != p.boundary.Calls) {
+		first := p.boundary.TID == 0
+		p.boundary = a
 		l.out.Note(fmt.Sprintf("PID %d: step boundary: %s on thread %d (%s)", a.PID, a.Calls, a.TID, a.Reason))
 		if l.probes != nil {
 			l.boundaryFound(first, a)
@@ -150,7 +150,7 @@ func (l *Loop) steer(pid uint32, p *proc, steps []correlate.Step) {
 // Found says whether any process's step boundary was found.
 func (l *Loop) Found() bool {
 	for _, p := range l.procs {
-		if p.anchor.TID != 0 {
+		if p.boundary.TID != 0 {
 			return true
 		}
 	}

@@ -37,7 +37,7 @@ func TestReplayTellsProbes(t *testing.T) {
 		checkBoundariesTold(t, tr.name, f)
 		for _, pid := range l.PIDs() {
 			p := l.procs[pid]
-			a, ok := p.corr.Anchor()
+			a, ok := p.corr.Boundary()
 			if !ok || a.TID == 0 {
 				for _, c := range f.calls {
 					if c.pid == int(pid) && c.op != "step" && c.op != "note" && c.op != "added" {
@@ -48,8 +48,8 @@ func TestReplayTellsProbes(t *testing.T) {
 			}
 			found++
 			name := fmt.Sprintf("%s: PID %d", tr.name, pid)
-			if a.TID != p.anchor.TID || a.Calls != p.anchor.Calls {
-				t.Errorf("%s: boundary %s on %d, last told %s on %d", name, a.Calls, a.TID, p.anchor.Calls, p.anchor.TID)
+			if a.TID != p.boundary.TID || a.Calls != p.boundary.Calls {
+				t.Errorf("%s: boundary %s on %d, last told %s on %d", name, a.Calls, a.TID, p.boundary.Calls, p.boundary.TID)
 			}
 			threads := f.of("thread", int(pid))
 			if len(threads) == 0 || threads[len(threads)-1].tid != a.TID {
@@ -152,7 +152,7 @@ func checkWaitsKept(t *testing.T, name string, f *fakeProbes, p *proc) {
 	var kept WaitProbes
 	sampled, all := false, false
 	for _, c := range f.calls {
-		if c.pid != int(p.anchor.PID) || !isWaitCall(c.op) {
+		if c.pid != int(p.boundary.PID) || !isWaitCall(c.op) {
 			continue
 		}
 		now := WaitProbes{Funcs: c.keep, Writes: c.writes}
@@ -233,7 +233,7 @@ func TestReplayBoundaryKinds(t *testing.T) {
 			l, f := replay(t, tr, cfg, true)
 			n := 0
 			for _, pid := range l.PIDs() {
-				a, ok := l.procs[pid].corr.Anchor()
+				a, ok := l.procs[pid].corr.Boundary()
 				if !ok || a.TID == 0 {
 					continue
 				}

@@ -5,14 +5,14 @@ import (
 	"github.com/gpuprof/gpuprof/events"
 )
 
-// builder cuts the anchor thread's calls into steps. A step ends at the
+// builder cuts the step thread's calls into steps. A step ends at the
 // return of the last boundary call of a cluster; calls that follow a
 // boundary call with no launch in between wait in limbo: if another
 // boundary call comes before any launch they join the cluster (and this
 // step), otherwise they open the next step.
 type builder struct {
-	anchor     Anchor
-	byCalls    bool // the anchor thread has no launch counts
+	boundary   Boundary
+	byCalls    bool // the step thread has no launch counts
 	started    bool // a first boundary was seen; steps before it are partial
 	index      int
 	prevEnd    uint64
@@ -113,10 +113,10 @@ func (b *builder) elapsedBoundary(it *item, stepStart uint64) bool {
 	return true
 }
 
-func newBuilder(a Anchor, counted, waitsGated bool, batch int) *builder {
+func newBuilder(a Boundary, counted, waitsGated bool, batch int) *builder {
 	// The first boundary must follow work, as each cluster end learned
 	// did: a loop's sync after its copy in is no step's end.
-	b := &builder{anchor: a, byCalls: a.byCalls, batch: batch, needWork: true}
+	b := &builder{boundary: a, byCalls: a.byCalls, batch: batch, needWork: true}
 	b.launchProbes(counted, waitsGated)
 	b.complete, b.waitsComplete = counted, b.waitsOn
 	return b
@@ -137,7 +137,7 @@ func (b *builder) launchProbes(on, waits bool) {
 
 func (b *builder) add(it *item) []Step {
 	e := &it.ev
-	if e.PID != b.anchor.PID {
+	if e.PID != b.boundary.PID {
 		return nil
 	}
 	// Other threads' work lands in the step in which it returns: past a
@@ -149,7 +149,7 @@ func (b *builder) add(it *item) []Step {
 	if it.role == events.RoleInfer {
 		infer.add(e)
 	}
-	if e.TID != b.anchor.TID {
+	if e.TID != b.boundary.TID {
 		// Launches ride on a thread's next call, so they land in the step
 		// in which that call returns.
 		b.others += int(e.Launches + e.GraphLaunches)
@@ -158,7 +158,7 @@ func (b *builder) add(it *item) []Step {
 	if it.isWait || e.Kind == events.KindWrite {
 		// A wait (or a write) does not end a cluster; after a boundary it
 		// belongs to the next step, which it begins.
-		if b.pending && b.anchor.m.cut && isDataEvent(it) {
+		if b.pending && b.boundary.m.cut && isDataEvent(it) {
 			out := b.close()
 			b.cur = append(b.cur, *it)
 			b.armed = false
@@ -173,19 +173,19 @@ func (b *builder) add(it *item) []Step {
 		return nil
 	}
 	k := keyOf(e.Desc(), e)
-	match := b.anchor.m.match(k)
+	match := b.boundary.m.match(k)
 	work := e.Launches + e.GraphLaunches
 	if b.staleSkipped {
 		b.workSinceSkip += work
 	}
-	if b.anchor.m.cut {
+	if b.boundary.m.cut {
 		return b.addCut(it, match)
 	}
 	switch {
 	case !match || work != 0:
 	case b.counted && b.needWork:
 		match = false
-	case !b.complete && b.anchor.afterData && b.fetchedSinceBoundary():
+	case !b.complete && b.boundary.afterData && b.fetchedSinceBoundary():
 		// Without launch counts all through the step (they may have come
 		// on since its fetch) no work shows: the loop's sync after its
 		// copy in is known from where learning saw it.
@@ -203,7 +203,7 @@ func (b *builder) add(it *item) []Step {
 	switch {
 	case b.byCalls && !match:
 		work = 1
-	case !b.counted && !match && !b.anchor.inCluster[k]:
+	case !b.counted && !match && !b.boundary.inCluster[k]:
 		// No launch counts now: a kind of call never seen inside a
 		// cluster ends it.
 		work = 1
@@ -287,7 +287,7 @@ func (b *builder) fetchedSinceBoundary() bool {
 		if isDataEvent(it) {
 			return true
 		}
-		if it.ev.Kind == events.KindCall && b.anchor.m.match(keyOf(it.ev.Desc(), &it.ev)) {
+		if it.ev.Kind == events.KindCall && b.boundary.m.match(keyOf(it.ev.Desc(), &it.ev)) {
 			return false
 		}
 	}
@@ -297,7 +297,7 @@ func (b *builder) fetchedSinceBoundary() bool {
 // finish closes a step whose boundary was seen; a partial step after the
 // last boundary is dropped.
 func (b *builder) finish() []Step {
-	if !b.pending || b.anchor.m.cut {
+	if !b.pending || b.boundary.m.cut {
 		// A cut step ends at its last boundary call before the next
 		// fetch: without that fetch its end is not known.
 		return nil

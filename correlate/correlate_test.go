@@ -45,9 +45,9 @@ func TestElapsedReadingsAnchorSteps(t *testing.T) {
 		pytorchStep(t, tr, 4*ms, 6*ms, 50, true)
 	}
 	c, steps := run(t, Config{}, merge(tr, engine(t, 102, tr.t), engine(t, 103, tr.t)))
-	a, ok := c.Anchor()
+	a, ok := c.Boundary()
 	if !ok || a.TID != 101 || !strings.Contains(a.Calls, "elapsed") {
-		t.Fatalf("anchor = %+v, want elapsed reads on 101", a)
+		t.Fatalf("boundary = %+v, want elapsed reads on 101", a)
 	}
 	// The first boundary opens step 0, so 40 iterations give 39 steps.
 	if len(steps) != 39 {
@@ -80,8 +80,8 @@ func TestEarlierStepsReadingsAreNotBoundaries(t *testing.T) {
 		ddpIteration(t, tr, i, ddpTimed, 6)
 	}
 	c, steps := run(t, Config{}, tr.evs)
-	if a, _ := c.Anchor(); !strings.Contains(a.Calls, "elapsed") {
-		t.Fatalf("anchor %q, want the elapsed-time read", a.Calls)
+	if a, _ := c.Boundary(); !strings.Contains(a.Calls, "elapsed") {
+		t.Fatalf("boundary %q, want the elapsed-time read", a.Calls)
 	}
 	if len(steps) != 199 {
 		t.Fatalf("%d steps, want 199: the earlier steps' readings cut steps", len(steps))
@@ -138,8 +138,8 @@ func TestLaggingReadingsStillBoundaries(t *testing.T) {
 		}
 	}
 	c, steps := run(t, Config{}, tr.evs)
-	if a, _ := c.Anchor(); !strings.Contains(a.Calls, "elapsed") {
-		t.Fatalf("anchor %q, want the elapsed-time read", a.Calls)
+	if a, _ := c.Boundary(); !strings.Contains(a.Calls, "elapsed") {
+		t.Fatalf("boundary %q, want the elapsed-time read", a.Calls)
 	}
 	if len(steps) < 97 {
 		t.Fatalf("%d steps of 99", len(steps))
@@ -152,9 +152,9 @@ func TestDerivedComputeWithoutReadings(t *testing.T) {
 		pytorchStep(t, tr, 2*ms, 5*ms, 40, false)
 	}
 	c, steps := run(t, Config{}, tr.evs)
-	a, _ := c.Anchor()
+	a, _ := c.Boundary()
 	if !strings.Contains(a.Calls, "stream sync") {
-		t.Fatalf("anchor %q, want the stream sync", a.Calls)
+		t.Fatalf("boundary %q, want the stream sync", a.Calls)
 	}
 	if len(steps) != 29 {
 		t.Fatalf("got %d steps", len(steps))
@@ -182,9 +182,9 @@ func TestFinestRegularBoundaryWins(t *testing.T) {
 		}
 	}
 	c, steps := run(t, Config{}, tr.evs)
-	a, _ := c.Anchor()
+	a, _ := c.Boundary()
 	if a.Calls != "h2d copy" {
-		t.Fatalf("anchor %q, want h2d copy", a.Calls)
+		t.Fatalf("boundary %q, want h2d copy", a.Calls)
 	}
 	if len(steps) < 75 {
 		t.Fatalf("got %d steps, want ~79", len(steps))
@@ -229,9 +229,9 @@ func TestTwoItemCallsEndOneStep(t *testing.T) {
 		}
 	}
 	c, steps := run(t, Config{}, tr.evs)
-	a, _ := c.Anchor()
+	a, _ := c.Boundary()
 	if a.Calls != "stream sync" || len(steps) != 24 {
-		t.Fatalf("anchor %q with %d steps, want stream sync with 24", a.Calls, len(steps))
+		t.Fatalf("boundary %q with %d steps, want stream sync with 24", a.Calls, len(steps))
 	}
 	for _, s := range steps {
 		if s.Syncs != 2 {
@@ -246,9 +246,9 @@ func TestConfiguredBoundary(t *testing.T) {
 		pytorchStep(t, tr, 2*ms, 4*ms, 30, true)
 	}
 	c, steps := run(t, Config{Boundary: "cuStreamSynchronize"}, tr.evs)
-	a, _ := c.Anchor()
+	a, _ := c.Boundary()
 	if a.Calls != "stream sync" || len(steps) != 19 {
-		t.Fatalf("anchor %q, %d steps", a.Calls, len(steps))
+		t.Fatalf("boundary %q, %d steps", a.Calls, len(steps))
 	}
 	// The elapsed read after the sync now opens the next step; its reading
 	// still gives compute time there.
@@ -278,9 +278,9 @@ func TestWithoutLaunchCounts(t *testing.T) {
 		tr.evs[i].Launches, tr.evs[i].LaunchFirst, tr.evs[i].LaunchLast = 0, 0, 0
 	}
 	c, steps := run(t, Config{NoLaunchCounts: true}, tr.evs)
-	a, ok := c.Anchor()
+	a, ok := c.Boundary()
 	if !ok || !strings.Contains(a.Calls, "elapsed") || len(steps) != 19 {
-		t.Fatalf("anchor %+v, %d steps", a, len(steps))
+		t.Fatalf("boundary %+v, %d steps", a, len(steps))
 	}
 }
 
@@ -307,9 +307,9 @@ func TestIrregularStepsMatchLoosely(t *testing.T) {
 		tr.call(t, "cudaStreamSynchronize", 30*ms, 0)
 	}
 	c, steps := run(t, Config{}, tr.evs)
-	a, ok := c.Anchor()
+	a, ok := c.Boundary()
 	if !ok || !strings.Contains(a.Reason, "loosely") {
-		t.Fatalf("anchor %+v", a)
+		t.Fatalf("boundary %+v", a)
 	}
 	if len(steps) < 390 {
 		t.Fatalf("got %d steps", len(steps))
@@ -345,9 +345,9 @@ func TestEnginesWarmUpBeforeTraining(t *testing.T) {
 		pytorchStep(t, tr, 3*ms, 6*ms, 50, true)
 	}
 	c, steps := run(t, Config{}, merge(tr, engine(t, 102, tr.t), engine(t, 103, tr.t)))
-	a, _ := c.Anchor()
+	a, _ := c.Boundary()
 	if a.TID != 101 {
-		t.Fatalf("anchor on thread %d, want the trainer", a.TID)
+		t.Fatalf("boundary on thread %d, want the trainer", a.TID)
 	}
 	var trainer []Step
 	for _, s := range steps {
@@ -442,9 +442,9 @@ func TestSampledLaunchCounts(t *testing.T) {
 	}
 	evs := sample(tr.evs, 4e9, 10e9, 1e9)
 	c, steps := run(t, Config{}, evs)
-	a, _ := c.Anchor()
+	a, _ := c.Boundary()
 	if a.Calls != "stream sync" || len(steps) != 1499 {
-		t.Fatalf("anchor %q with %d steps, want stream sync with 1499", a.Calls, len(steps))
+		t.Fatalf("boundary %q with %d steps, want stream sync with 1499", a.Calls, len(steps))
 	}
 	counted := 0
 	for _, s := range steps {
@@ -480,8 +480,8 @@ func TestLearnedWhileLaunchesSampled(t *testing.T) {
 		t.Fatalf("first event %+v, want launch probes off", evs[0])
 	}
 	c, steps := run(t, Config{}, evs)
-	if a, ok := c.Anchor(); !ok || a.Calls != "event elapsed-time read" {
-		t.Fatalf("anchor %+v, want the elapsed-time read", a)
+	if a, ok := c.Boundary(); !ok || a.Calls != "event elapsed-time read" {
+		t.Fatalf("boundary %+v, want the elapsed-time read", a)
 	}
 	if len(steps) < 1190 {
 		t.Fatalf("%d steps of 1200", len(steps))
@@ -715,9 +715,9 @@ func TestUserProbeRoles(t *testing.T) {
 		fetch: {Role: events.RoleFetch, Name: "RealClient::batch_get_into"}, get: {Role: events.RoleDispatch, Name: "CoreWorker::Get"},
 		generate: {Role: events.RoleInfer, Name: "Engine::generate"}, step: {Role: events.RoleStep, Name: "train_step"}}}
 	c, steps := run(t, cfg, merge(tr, eng))
-	a, _ := c.Anchor()
+	a, _ := c.Boundary()
 	if a.Calls != "user probe" || len(steps) != 59 {
-		t.Fatalf("anchor %q, %d steps", a.Calls, len(steps))
+		t.Fatalf("boundary %q, %d steps", a.Calls, len(steps))
 	}
 	for _, s := range steps[1:] {
 		within(t, "dispatch_wait", s.DispatchWait, 0.003, 1e-9)

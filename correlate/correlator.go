@@ -58,9 +58,9 @@ const (
 )
 
 type proposal struct {
-	anchor Anchor
-	since  uint64
-	seen   int
+	boundary Boundary
+	since    uint64
+	seen     int
 }
 
 // The boundary is reviewed every reviewEvery of event time over the last
@@ -106,12 +106,12 @@ type Correlator struct {
 	prop    *proposal
 	b       *builder
 
-	counted     bool   // launch probes attached now
-	waitsGated  bool   // the Python wait probes go with them (the latest marker's Args[0] 1)
-	waits       bool   // Python waits are probed
-	window      []item // recent events, for reviewing the boundary
-	lastReview  uint64
-	anchorTimes bool // the boundary's thread reads CUDA event timings
+	counted       bool   // launch probes attached now
+	waitsGated    bool   // the Python wait probes go with them (the latest marker's Args[0] 1)
+	waits         bool   // Python waits are probed
+	window        []item // recent events, for reviewing the boundary
+	lastReview    uint64
+	boundaryTimes bool // the boundary's thread reads CUDA event timings
 
 	engines      map[uint64]*engineThread // by pid<<32|tid
 	candidates   map[uint64]bool          // threads that may be engines, to learn at the next review
@@ -201,12 +201,12 @@ func (c *Correlator) ObserveWaits() {
 	}
 }
 
-// Anchor returns the step boundary in use, once found.
-func (c *Correlator) Anchor() (Anchor, bool) {
+// Boundary returns the step boundary in use, once found.
+func (c *Correlator) Boundary() (Boundary, bool) {
 	if c.b == nil {
-		return Anchor{}, false
+		return Boundary{}, false
 	}
-	return c.b.anchor, true
+	return c.b.boundary, true
 }
 
 // Add takes the next event and returns the steps it completed.
@@ -314,18 +314,18 @@ func (c *Correlator) tryLearn(final bool) []Step {
 	now := c.buf[len(c.buf)-1].ev.End
 	c.lastTry, c.lastLen = now, len(c.buf)
 	learnable := c.lastCounted(c.buf)
-	anchor, ok := learn(learnable, c.cfg, c.fixed)
+	boundary, ok := learn(learnable, c.cfg, c.fixed)
 	if !ok {
 		c.prop = nil
 		return nil
 	}
 	if !final {
 		p := c.prop
-		if p == nil || p.anchor.TID != anchor.TID || p.anchor.m != anchor.m {
-			c.prop = &proposal{anchor: anchor, since: now, seen: anchor.seen}
+		if p == nil || p.boundary.TID != boundary.TID || p.boundary.m != boundary.m {
+			c.prop = &proposal{boundary: boundary, since: now, seen: boundary.seen}
 			return nil
 		}
-		if now < p.since+confirmSpan || anchor.seen < p.seen+confirmClusters {
+		if now < p.since+confirmSpan || boundary.seen < p.seen+confirmClusters {
 			return nil
 		}
 	}
@@ -336,7 +336,7 @@ func (c *Correlator) tryLearn(final bool) []Step {
 	for len(marks) > 0 && marks[0].End <= c.buf[0].ev.End {
 		counted, gated, marks = marks[0].Out == 1, marks[0].Args[0] == 1, marks[1:]
 	}
-	c.b = newBuilder(anchor, counted, gated, c.cfg.BatchSize)
+	c.b = newBuilder(boundary, counted, gated, c.cfg.BatchSize)
 	c.b.waitsObserved = c.waits
 	for i := range c.buf {
 		c.noteCandidate(&c.buf[i])
@@ -368,10 +368,10 @@ func (c *Correlator) review(it *item) []Step {
 	c.window = append(c.window, *it)
 	now := it.ev.End
 	e := &it.ev
-	if e.TID == c.b.anchor.TID && e.Desc().Class == cudaapi.ClassElapsed {
-		c.anchorTimes = true
+	if e.TID == c.b.boundary.TID && e.Desc().Class == cudaapi.ClassElapsed {
+		c.boundaryTimes = true
 	}
-	urgent := !c.anchorTimes && e.TID != c.b.anchor.TID && e.Desc().Class == cudaapi.ClassElapsed
+	urgent := !c.boundaryTimes && e.TID != c.b.boundary.TID && e.Desc().Class == cudaapi.ClassElapsed
 	if now < c.lastReview+reviewEvery && !(urgent && now >= c.lastReview+reviewUrgent) {
 		return nil
 	}
@@ -386,12 +386,12 @@ func (c *Correlator) review(it *item) []Step {
 		return nil
 	}
 	threads := rank(collect(c.window))
-	if len(threads) == 0 || threads[0].tid == c.b.anchor.TID {
+	if len(threads) == 0 || threads[0].tid == c.b.boundary.TID {
 		return nil
 	}
 	top, cur := threads[0], &threadTokens{}
 	for _, th := range threads {
-		if th.tid == c.b.anchor.TID {
+		if th.tid == c.b.boundary.TID {
 			cur = th
 		}
 	}
@@ -400,13 +400,13 @@ func (c *Correlator) review(it *item) []Step {
 	}
 	cfg := c.cfg
 	cfg.Thread = top.tid
-	anchor, ok := learn(c.window, cfg, c.fixed)
+	boundary, ok := learn(c.window, cfg, c.fixed)
 	if !ok {
 		return nil
 	}
 	steps := c.b.finish()
-	c.anchorTimes = false
-	nb := newBuilder(anchor, c.counted, c.waitsGated, c.cfg.BatchSize)
+	c.boundaryTimes = false
+	nb := newBuilder(boundary, c.counted, c.waitsGated, c.cfg.BatchSize)
 	nb.waitsObserved = c.waits
 	nb.index = c.b.index
 	c.b = nb

@@ -27,7 +27,7 @@ func reasonWord(m matcher) string {
 // set-up copying its weights in one by one with a sync after each, end
 // nothing.
 func arms(k key, work uint32, data bool) bool {
-	return work > 0 || !data && k.canAnchor()
+	return work > 0 || !data && k.canBeBoundary()
 }
 
 // dataCuts returns the end of the last call m matches before each data
@@ -62,7 +62,7 @@ func dataCuts(toks []token, m matcher, byCalls bool) (ends []uint64, ivs []inter
 			continue
 		}
 		armed = armed || arms(t.k, t.work, t.data)
-		if t.k.canAnchor() {
+		if t.k.canBeBoundary() {
 			others[t.k] = true
 		}
 	}

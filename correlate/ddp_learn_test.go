@@ -53,7 +53,7 @@ func TestDDPLoopLearnedSoon(t *testing.T) {
 	c, _ := New(Config{})
 	for i := range tr.evs {
 		c.Add(&tr.evs[i])
-		if a, ok := c.Anchor(); ok {
+		if a, ok := c.Boundary(); ok {
 			n := 0
 			for _, e := range ends {
 				if e <= tr.evs[i].End {

@@ -70,7 +70,7 @@ func (c *Correlator) learnEngines(items []item) {
 	clear(c.candidates)
 	for _, th := range collect(theirs) {
 		id := threadID(th.pid, th.tid)
-		if th.pid == c.b.anchor.PID && th.tid == c.b.anchor.TID || c.engines[id] != nil || th.toHost == 0 {
+		if th.pid == c.b.boundary.PID && th.tid == c.b.boundary.TID || c.engines[id] != nil || th.toHost == 0 {
 			continue
 		}
 		cfg := c.cfg
@@ -79,7 +79,7 @@ func (c *Correlator) learnEngines(items []item) {
 		if !ok {
 			continue
 		}
-		a := anchorFor(th, cand, engineTier, cfg)
+		a := boundaryFor(th, cand, engineTier, cfg)
 		b := newBuilder(a, c.counted, c.waitsGated, 0)
 		b.waitsObserved = c.waits
 		c.engines[id] = &engineThread{b: b, Engine: Engine{PID: th.pid, TID: th.tid, Boundary: a.Calls}}
@@ -95,7 +95,7 @@ func (c *Correlator) toEngine(it *item) {
 		c.noteCandidate(it)
 		return
 	}
-	if en.TID == c.b.anchor.TID && en.PID == c.b.anchor.PID {
+	if en.TID == c.b.boundary.TID && en.PID == c.b.boundary.PID {
 		// The step boundary moved to this thread (review).
 		delete(c.engines, id)
 		return
@@ -120,7 +120,7 @@ func (c *Correlator) toEngine(it *item) {
 // the next attempt to look at.
 func (c *Correlator) noteCandidate(it *item) {
 	e := &it.ev
-	if e.Kind != events.KindCall || e.PID == c.b.anchor.PID && e.TID == c.b.anchor.TID {
+	if e.Kind != events.KindCall || e.PID == c.b.boundary.PID && e.TID == c.b.boundary.TID {
 		return
 	}
 	if toHost(keyOf(e.Desc(), e)) {

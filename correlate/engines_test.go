@@ -50,8 +50,8 @@ func TestEngineIterations(t *testing.T) {
 		steps = append(steps, c.Add(&evs[i])...)
 	}
 	steps = append(steps, c.Finish()...)
-	if a, _ := c.Anchor(); a.TID != 101 {
-		t.Fatalf("anchor on %d, want the trainer", a.TID)
+	if a, _ := c.Boundary(); a.TID != 101 {
+		t.Fatalf("boundary on %d, want the trainer", a.TID)
 	}
 	engines := c.Engines()
 	if len(engines) != 2 || engines[0].TID != 102 || engines[1].TID != 103 {

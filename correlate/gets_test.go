@@ -64,8 +64,8 @@ func TestWholeGetTakesItsWaitsKind(t *testing.T) {
 				tr.getAndTrain(t, start, 30)
 			}
 			c, steps := run(t, wholeGetCfg, tr.evs)
-			if a, _ := c.Anchor(); a.Calls == "user probe" || len(steps) != 39 {
-				t.Fatalf("anchor %+v, %d steps", a, len(steps))
+			if a, _ := c.Boundary(); a.Calls == "user probe" || len(steps) != 39 {
+				t.Fatalf("boundary %+v, %d steps", a, len(steps))
 			}
 			for _, s := range steps {
 				// Step k begins with iteration k+1's get.

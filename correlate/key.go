@@ -69,9 +69,9 @@ func (k key) priority() int {
 	return -1
 }
 
-// canAnchor reports whether calls of this key may be found to mark step
+// canBeBoundary reports whether calls of this key may be found to mark step
 // boundaries (a user probe marks them only when configured as the step).
-func (k key) canAnchor() bool { return k.user == 0 && k.priority() >= 0 }
+func (k key) canBeBoundary() bool { return k.user == 0 && k.priority() >= 0 }
 
 // less orders keys deterministically.
 func (k key) less(o key) bool {
@@ -120,7 +120,7 @@ func parseBoundary(spec string) (matcher, error) {
 		return matcher{}, fmt.Errorf("unknown step boundary %q: name a CUDA call such as cudaStreamSynchronize or cudaEventElapsedTime (gpuprof probes lists them)", spec)
 	}
 	k := keyOf(a, nil)
-	if !k.canAnchor() {
+	if !k.canBeBoundary() {
 		return matcher{}, fmt.Errorf("%s cannot mark a step boundary: launches and allocations are not reported one by one; name a sync, copy, event record or elapsed-time call", name)
 	}
 	if k.class != cudaapi.ClassCopy {

@@ -10,7 +10,7 @@ import (
 
 // measure turns the current step's calls into a Step.
 func (b *builder) measure() Step {
-	s := Step{Index: b.index, PID: b.anchor.PID, TID: b.anchor.TID, StartNS: b.prevEnd, EndNS: b.pendingEnd,
+	s := Step{Index: b.index, PID: b.boundary.PID, TID: b.boundary.TID, StartNS: b.prevEnd, EndNS: b.pendingEnd,
 		OtherLaunches: b.others, LaunchesCounted: b.complete && !b.byCalls, WaitKindsCounted: b.waitsObserved && b.waitsComplete}
 	s.WallTime = seconds(s.EndNS - s.StartNS)
 	var readings, waits, takes []item

@@ -176,10 +176,10 @@ type phaseMark struct {
 	gap    uint64
 }
 
-// anchorAfter is where a phase's end is measured from: the end of token
+// phaseEndFrom is where a phase's end is measured from: the end of token
 // i (the step's beginning where i is -1), or of the last data wait that
 // ended after it and before limit.
-func anchorAfter(toks []phaseToken, i int, begin, limit uint64, waits []span) uint64 {
+func phaseEndFrom(toks []phaseToken, i int, begin, limit uint64, waits []span) uint64 {
 	at := begin
 	if i >= 0 {
 		at = toks[i].end
@@ -219,7 +219,7 @@ func learnShape(toks []phaseToken, phases []span, begin uint64, waits []span) (p
 			}
 		}
 		limit := p.end
-		at := anchorAfter(toks, m.endTok, begin, limit, waits)
+		at := phaseEndFrom(toks, m.endTok, begin, limit, waits)
 		if at > p.end {
 			return phaseShape{}, false
 		}
@@ -263,7 +263,7 @@ func (sh phaseShape) apply(toks []phaseToken, begin, end uint64, waits []span) (
 		if m.endTok+1 < len(toks) {
 			limit = toks[m.endTok+1].start
 		}
-		stop := anchorAfter(toks, m.endTok, begin, limit, waits) + m.gap
+		stop := phaseEndFrom(toks, m.endTok, begin, limit, waits) + m.gap
 		if stop < start || stop > end {
 			return nil, false
 		}

@@ -93,7 +93,7 @@ func TestStepThreadWaitsForResults(t *testing.T) {
 			main, grad := newThread(100, 101, 0), newThread(100, 102, 0)
 			truth := syncLoop(t, main, grad, 1200, tc.dataNS)
 			c, steps := runPython(t, sample(merge(main, grad), 4e9, 4e9, 1e9))
-			a, _ := c.Anchor()
+			a, _ := c.Boundary()
 			if a.TID != 101 || a.Calls != "device sync" {
 				t.Fatalf("boundary %q on thread %d, want device sync on 101", a.Calls, a.TID)
 			}
@@ -133,7 +133,7 @@ func TestMicroBatchDataPhases(t *testing.T) {
 		truth = append(truth, phaseTruth{end: tr.t, data: data, compute: 2500 * us, wait: wait})
 	}
 	c, steps := runPython(t, sample(tr.evs, 4e9, 4e9, 1e9))
-	if a, _ := c.Anchor(); a.Calls != "event elapsed-time read" {
+	if a, _ := c.Boundary(); a.Calls != "event elapsed-time read" {
 		t.Fatalf("boundary %q, want the elapsed-time reads", a.Calls)
 	}
 	checkPhases(t, steps, truth, 0.03)
@@ -164,7 +164,7 @@ func TestLastSyncBeforeTheFetch(t *testing.T) {
 		tr.idle(300 * us) // logging
 	}
 	c, steps := runPython(t, sample(tr.evs, 4e9, 4e9, 1e9))
-	a, _ := c.Anchor()
+	a, _ := c.Boundary()
 	if a.Calls != "stream sync" || !a.m.cut {
 		t.Fatalf("boundary %q (%s), want the last stream sync before each fetch", a.Calls, a.Reason)
 	}

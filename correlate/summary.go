@@ -78,7 +78,7 @@ type Summary struct {
 	DispatchOn    string
 	Waits         []WaitTotal // longest first
 	Engines       []Engine    // inference engine threads, by PID and TID
-	Anchor        *Anchor
+	Boundary      *Boundary
 	Steps         int
 	StepTime      Dist
 	ComputeTime   Dist
@@ -263,8 +263,8 @@ func (c *Correlator) Summary() Summary {
 	out := Summary{Steps: s.steps, StepTime: dist(s.stepT), ComputeTime: dist(s.computeT),
 		SyncTime: dist(s.syncT), Launches: dist(s.launches), H2DBytes: dist(s.h2d),
 		D2HBytes: dist(s.d2h), FirstNS: s.first, LastNS: s.last, Events: s.events}
-	if a, ok := c.Anchor(); ok {
-		out.Anchor = &a
+	if a, ok := c.Boundary(); ok {
+		out.Boundary = &a
 	}
 	out.WallTime, out.DispatchWait, out.DataTime = dist(s.wallT), dist(s.dispatch), dist(s.dataT)
 	out.DataEstimated = s.dataEst

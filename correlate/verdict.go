@@ -188,11 +188,11 @@ func waitedOn(s Summary) string {
 	if s.DispatchOn != "" {
 		return ", waiting in " + s.DispatchOn
 	}
-	if s.Anchor == nil {
+	if s.Boundary == nil {
 		return ""
 	}
 	for _, w := range s.Waits { // longest first
-		if w.TID == s.Anchor.TID && w.Kind == WaitDispatch {
+		if w.TID == s.Boundary.TID && w.Kind == WaitDispatch {
 			return ", waiting in " + w.What
 		}
 	}
@@ -203,11 +203,11 @@ func waitedOn(s Summary) string {
 // through a multiprocessing queue, with no probe timing whole gets (its
 // waits would be named after the probe, MODULE:QUALNAME).
 func sharedTensors(s Summary) bool {
-	if s.Anchor == nil || !strings.HasPrefix(s.DispatchOn, "multiprocessing.") || strings.Contains(s.DispatchOn, ":") {
+	if s.Boundary == nil || !strings.HasPrefix(s.DispatchOn, "multiprocessing.") || strings.Contains(s.DispatchOn, ":") {
 		return false
 	}
 	for _, w := range s.Waits {
-		if w.TID == s.Anchor.TID && w.What == sharedTensorWait {
+		if w.TID == s.Boundary.TID && w.What == sharedTensorWait {
 			return true
 		}
 	}

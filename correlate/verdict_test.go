@@ -10,13 +10,13 @@ func d(p50 float64) Dist { return Dist{N: 100, P50: p50, Mean: p50, P10: p50, P9
 // The seed's rules on the medians of the four spec_pipeline modes as the
 // H200 truth files give them (README's table), and on capacities.
 func TestDiagnose(t *testing.T) {
-	anchor := &Anchor{TID: 7}
+	boundary := &Boundary{TID: 7}
 	for _, tc := range []struct {
 		name string
 		s    Summary
 		want string
 	}{
-		{"infer mode", Summary{Steps: 300, Anchor: anchor, WallTime: d(0.0535), DispatchWait: d(0.0479), DataTime: d(0.0009), ComputeTime: d(0.0044),
+		{"infer mode", Summary{Steps: 300, Boundary: boundary, WallTime: d(0.0535), DispatchWait: d(0.0479), DataTime: d(0.0009), ComputeTime: d(0.0044),
 			Waits: []WaitTotal{{TID: 7, Kind: WaitDispatch, What: "queue.Queue.get"}}}, "inference"},
 		{"data mode", Summary{Steps: 700, WallTime: d(0.0171), DispatchWait: d(0.0001), DataTime: d(0.0141), ComputeTime: d(0.0029)}, "training: data loading"},
 		{"compute mode", Summary{Steps: 700, WallTime: d(0.0181), DispatchWait: d(0), DataTime: d(0.0008), ComputeTime: d(0.0154)}, "training: GPU compute"},
@@ -39,7 +39,7 @@ func TestDiagnose(t *testing.T) {
 			t.Errorf("%s: no evidence or next step: %+v", tc.name, v)
 		}
 	}
-	v := Diagnose(Summary{Steps: 300, Anchor: anchor, WallTime: d(0.0535), DispatchWait: d(0.0479),
+	v := Diagnose(Summary{Steps: 300, Boundary: boundary, WallTime: d(0.0535), DispatchWait: d(0.0479),
 		Waits: []WaitTotal{{TID: 7, Kind: WaitDispatch, What: "queue.Queue.get"}}})
 	if !strings.Contains(v.Evidence[0], "90% of a step") || !strings.Contains(v.Evidence[0], "queue.Queue.get") {
 		t.Errorf("evidence %q", v.Evidence)
@@ -56,7 +56,7 @@ func TestDispatchOnIsTheLoopsWait(t *testing.T) {
 		c.sum.addStep(&Step{TID: 2, WallTime: 0.01, StepTime: 0.006, DispatchWait: 0.004, WaitedOn: "queue.Queue.get", WaitsObserved: true})
 	}
 	s := c.Summary()
-	s.Anchor = &Anchor{PID: 1, TID: 2}
+	s.Boundary = &Boundary{PID: 1, TID: 2}
 	v := Diagnose(s)
 	if got := strings.Join(v.Evidence, "; "); !strings.Contains(got, "waiting in queue.Queue.get") {
 		t.Errorf("evidence %q: want the steps' queue.Queue.get", got)
@@ -82,7 +82,7 @@ func TestSharedTensorsHint(t *testing.T) {
 			c.sum.addStep(&Step{TID: 2, WallTime: 0.03, StepTime: 0.02, DispatchWait: 0.01, WaitedOn: tc.on, WaitsObserved: true})
 		}
 		s := c.Summary()
-		s.Anchor = &Anchor{PID: 1, TID: 2}
+		s.Boundary = &Boundary{PID: 1, TID: 2}
 		got := strings.Contains(strings.Join(Diagnose(s).Next, "; "), "attach times whole gets (--whole-gets")
 		if got != tc.hint {
 			t.Errorf("waiting in %q: hint %v, want %v", tc.on, got, tc.hint)

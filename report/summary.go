@@ -48,8 +48,8 @@ func WriteSummary(w io.Writer, s Summary) {
 	r := s.Run
 	fmt.Fprintf(w, "gpuprof: %s, attached %s, %d steps\n", s.Target, Duration(s.Attached), r.Steps)
 	switch {
-	case r.Anchor != nil:
-		fmt.Fprintf(w, "step boundary: %s on thread %d (%s)\n", r.Anchor.Calls, r.Anchor.TID, r.Anchor.Reason)
+	case r.Boundary != nil:
+		fmt.Fprintf(w, "step boundary: %s on thread %d (%s)\n", r.Boundary.Calls, r.Boundary.TID, r.Boundary.Reason)
 	case len(r.Threads) == 0:
 		// An engine, DataLoader worker or launcher process: no steps to
 		// find, and no flag would change that.

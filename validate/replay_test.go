@@ -105,7 +105,7 @@ func replay(t *testing.T, h events.TraceHeader, evs []events.Event, sampled bool
 			e.Launches, e.GraphLaunches, e.LaunchFirst, e.LaunchLast = 0, 0, 0, 0
 		}
 		steps = append(steps, c.Add(&e)...)
-		if _, ok := c.Anchor(); ok && sampled && next == 0 {
+		if _, ok := c.Boundary(); ok && sampled && next == 0 {
 			next = e.End + on
 		}
 	}

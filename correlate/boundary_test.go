@@ -6,7 +6,7 @@ import (
 	"github.com/gpuprof/gpuprof/cudaapi"
 )
 
-// TestCallKind: an anchor says which calls end its steps as their class,
+// TestCallKind: an boundary says which calls end its steps as their class,
 // a copy's direction, or copies of every direction.
 func TestCallKind(t *testing.T) {
 	for _, c := range []struct {
@@ -19,7 +19,7 @@ func TestCallKind(t *testing.T) {
 		{matcher{key: key{class: cudaapi.ClassSync, sync: cudaapi.SyncStream}}, CallKind{Class: cudaapi.ClassSync}},
 		{matcher{key: key{user: 1}}, CallKind{User: true}},
 	} {
-		if got := (Anchor{m: c.m}).CallKind(); got != c.want {
+		if got := (Boundary{m: c.m}).CallKind(); got != c.want {
 			t.Errorf("%v: %+v, want %+v", c.m, got, c.want)
 		}
 	}

@@ -10,11 +10,11 @@ import (
 	"github.com/gpuprof/gpuprof/events"
 )
 
-// Anchor is what ends a step: the return of the last call of a cluster of
+// Boundary is what ends a step: the return of the last call of a cluster of
 // calls of one kind on one thread, a cluster being such calls with no
 // kernel launched between them (three elapsed-time reads in a row, or two
 // loss.item() syncs, end one step together).
-type Anchor struct {
+type Boundary struct {
 	PID, TID uint32
 	Calls    string // which calls, in words
 	Reason   string // why these
@@ -43,8 +43,8 @@ type CallKind struct {
 	User bool
 }
 
-// CallKind says which calls end the anchor's steps.
-func (a Anchor) CallKind() CallKind {
+// CallKind says which calls end the boundary's steps.
+func (a Boundary) CallKind() CallKind {
 	k := a.m.key
 	return CallKind{Class: k.class, Dir: k.dir, AnyDir: a.m.anyDir, User: k.user != 0}
 }
@@ -160,7 +160,7 @@ func clustersWithin(toks []token, m matcher, byCalls bool) (ends []uint64, ivs [
 			// records or copies can vary step to step (PyTorch's pinned
 			// memory allocator records an event per reuse), allocations
 			// come and go with the caching allocator.
-			if t.k.canAnchor() {
+			if t.k.canBeBoundary() {
 				others[t.k] = true
 			}
 			sinceLast[t.k] = true
@@ -280,9 +280,9 @@ type candidate struct {
 }
 
 // learn looks for the step boundary in buffered events.
-func learn(items []item, cfg Config, fixed *matcher) (Anchor, bool) {
+func learn(items []item, cfg Config, fixed *matcher) (Boundary, bool) {
 	if len(items) == 0 {
-		return Anchor{}, false
+		return Boundary{}, false
 	}
 	span := items[len(items)-1].ev.End - items[0].ev.End
 	threads := collect(items)
@@ -310,11 +310,11 @@ func learn(items []item, cfg Config, fixed *matcher) (Anchor, bool) {
 		}
 		for _, th := range threads[:limit] {
 			if c, ok := bestKey(th, cfg, tr); ok {
-				return anchorFor(th, c, tr, cfg), true
+				return boundaryFor(th, c, tr, cfg), true
 			}
 		}
 	}
-	return Anchor{}, false
+	return Boundary{}, false
 }
 
 // rank orders threads by how likely each is the training loop: the loop
@@ -348,7 +348,7 @@ func bestKey(th *threadTokens, cfg Config, tr tier) (candidate, bool) {
 	seen := map[key]bool{}
 	var keys []key
 	for _, t := range th.toks {
-		if t.k.canAnchor() && !seen[t.k] {
+		if t.k.canBeBoundary() && !seen[t.k] {
 			seen[t.k] = true
 			keys = append(keys, t.k)
 		}
@@ -411,7 +411,7 @@ func bestKey(th *threadTokens, cfg Config, tr tier) (candidate, bool) {
 	return best, found && best.n > cfg.LearnMin
 }
 
-func anchorFor(th *threadTokens, c candidate, tr tier, cfg Config) Anchor {
+func boundaryFor(th *threadTokens, c candidate, tr tier, cfg Config) Boundary {
 	unit := "kernel launches"
 	if cfg.NoLaunchCounts {
 		unit = "other CUDA calls"
@@ -421,13 +421,13 @@ func anchorFor(th *threadTokens, c candidate, tr tier, cfg Config) Anchor {
 		loose = "; step shapes vary, matched loosely"
 	}
 	_, _, within, afterData := clustersWithin(th.toks, c.m, cfg.NoLaunchCounts)
-	return Anchor{PID: th.pid, TID: th.tid, m: c.m, Calls: c.m.String(), byCalls: cfg.NoLaunchCounts, seen: c.n, inCluster: within,
+	return Boundary{PID: th.pid, TID: th.tid, m: c.m, Calls: c.m.String(), byCalls: cfg.NoLaunchCounts, seen: c.n, inCluster: within,
 		afterData: 2*afterData >= c.n,
 		Reason: fmt.Sprintf("%s %s a step, ~%d %s apart, seen %d times%s",
 			reasonWord(c.m), c.m, c.median, unit, c.n, loose)}
 }
 
-func learnFixed(threads []*threadTokens, m matcher, cfg Config) (Anchor, bool) {
+func learnFixed(threads []*threadTokens, m matcher, cfg Config) (Boundary, bool) {
 	var best *threadTokens
 	bestN := 0
 	for _, th := range threads {
@@ -437,10 +437,10 @@ func learnFixed(threads []*threadTokens, m matcher, cfg Config) (Anchor, bool) {
 		}
 	}
 	if best == nil || bestN < 3 {
-		return Anchor{}, false
+		return Boundary{}, false
 	}
 	_, _, within, afterData := clustersWithin(best.toks, m, cfg.NoLaunchCounts)
-	return Anchor{PID: best.pid, TID: best.tid, m: m, Calls: m.String(), byCalls: cfg.NoLaunchCounts, seen: bestN, inCluster: within,
+	return Boundary{PID: best.pid, TID: best.tid, m: m, Calls: m.String(), byCalls: cfg.NoLaunchCounts, seen: bestN, inCluster: within,
 		afterData: 2*afterData >= bestN,
 		Reason:    "--step-boundary; the thread making the most of these calls"}, true
 }
