@@ -26,23 +26,6 @@ type core struct {
 	targets map[int]*target
 	drain   *drainer   // reads the ring buffer, from the first Run on (drain.go)
 	marks   []heldMark // launch-probe markers and pool readings for a coming batch
-	hooks   testHooks
-}
-
-// testHooks let the integration tests see what the background work did
-// and when, on the events' clock; all nil outside tests.
-type testHooks struct {
-	// pyPaused hears when a pause has closed the last of a process's
-	// Python wait probes: the close runs in the background, for a time the
-	// host's load decides.
-	pyPaused func(pid int, at uint64)
-	// pyResuming hears when a process's Python wait probes begin to be
-	// attached again: they report from then on, before the marker that
-	// says so (stamped once all are in place).
-	pyResuming func(pid int, at uint64)
-	// noAnchors times every Python function with watchpoints, as when its
-	// native anchors cannot be found.
-	noAnchors bool
 }
 
 // otherTargets are the targets still running other than pid.

@@ -200,7 +200,7 @@ func (py *cpython) watchCall(t *target, w *pyCallWatch, module, qualname string)
 	}
 	// A function with native anchors takes no debug register unless they
 	// are not found: its registers are counted then (anchorOrWatch).
-	anchorable := NativeAnchors(module, qualname) != nil && !py.hooks.noAnchors
+	anchorable := NativeAnchors(module, qualname) != nil && !py.cfg.NoNativeAnchors
 	if !anchorable {
 		if err := py.freeRegisters(t, w, 1+len(fn.Returns)); err != nil {
 			w.finished = true

@@ -155,7 +155,7 @@ func BenchmarkWholeGet(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			s.hooks.noAnchors = !anchors
+			s.cfg.NoNativeAnchors = !anchors
 			if _, err := s.Attach(pid); err != nil {
 				b.Fatal(err)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -463,20 +464,54 @@ type pauseCloses struct {
 	resumed map[int][]uint64 // by process: when attaching began
 }
 
-// watchPauses records s's pauses; before s runs.
+// watchPauses records s's pauses, from its debug lines; before s runs.
 func watchPauses(s *Session) *pauseCloses {
 	p := &pauseCloses{at: map[int][]uint64{}, resumed: map[int][]uint64{}}
-	s.hooks.pyPaused = func(pid int, at uint64) {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		p.at[pid] = append(p.at[pid], at)
-	}
-	s.hooks.pyResuming = func(pid int, at uint64) {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		p.resumed[pid] = append(p.resumed[pid], at)
-	}
+	s.cfg.Log = slog.New(pauseLog{p: p, next: s.cfg.Log.Handler()})
 	return p
+}
+
+// pauseLog hears a session's lines that say when its Python wait probes
+// were paused and began to be attached again, and hands every line on.
+type pauseLog struct {
+	p    *pauseCloses
+	next slog.Handler
+}
+
+func (h pauseLog) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h pauseLog) Handle(ctx context.Context, r slog.Record) error {
+	var pid int
+	var at uint64
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "pid":
+			pid = int(a.Value.Int64())
+		case "at":
+			at = a.Value.Uint64()
+		}
+		return true
+	})
+	h.p.mu.Lock()
+	switch r.Message {
+	case logPaused:
+		h.p.at[pid] = append(h.p.at[pid], at)
+	case logResuming:
+		h.p.resumed[pid] = append(h.p.resumed[pid], at)
+	}
+	h.p.mu.Unlock()
+	if h.next.Enabled(ctx, r.Level) {
+		return h.next.Handle(ctx, r)
+	}
+	return nil
+}
+
+func (h pauseLog) WithAttrs(as []slog.Attr) slog.Handler {
+	return pauseLog{p: h.p, next: h.next.WithAttrs(as)}
+}
+
+func (h pauseLog) WithGroup(g string) slog.Handler {
+	return pauseLog{p: h.p, next: h.next.WithGroup(g)}
 }
 
 // first is the first of times in [from, until); 0 if none.

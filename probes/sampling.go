@@ -322,12 +322,19 @@ func (m *Sampling) pausePythonWaits(t *target) {
 	m.mu.Unlock()
 	began := time.Now()
 	m.closer.close(links, func() {
-		m.cfg.Log.Debug("Python wait probes paused", "pid", t.pid, "links", len(links), "took", time.Since(began))
-		if m.hooks.pyPaused != nil {
-			m.hooks.pyPaused(t.pid, monotonicNow())
-		}
+		// at: on the events' clock, for telling which events came
+		// while they were paused (the close runs in the background, for
+		// a time the host's load decides).
+		m.cfg.Log.Debug(logPaused, "pid", t.pid, "links", len(links), "took", time.Since(began), "at", monotonicNow())
 	}, func(err error) { m.cfg.Log.Warn("Python wait probes not all detached", "pid", t.pid, "err", err) })
 }
+
+// The debug lines that say when a process's Python wait probes were
+// paused and began to be attached again, with when on the events' clock.
+const (
+	logPaused   = "Python wait probes paused"
+	logResuming = "Python wait probes being attached again"
+)
 
 // resumePythonWaits attaches t's Python wait probes again, but those kept
 // attached; nothing if they are attached.
@@ -338,9 +345,9 @@ func (m *Sampling) resumePythonWaits(t *target) {
 	if attached {
 		return
 	}
-	if m.hooks.pyResuming != nil {
-		m.hooks.pyResuming(t.pid, monotonicNow())
-	}
+	// They report from now on, before the marker that says so (stamped
+	// once all are in place).
+	m.cfg.Log.Debug(logResuming, "pid", t.pid, "at", monotonicNow())
 	links, err := attachPython(m.objs, t.python, *t.sems, nil, except)
 	if err != nil {
 		m.warnUnlessExited(t, "reattach Python wait probes", err, "pid", t.pid)

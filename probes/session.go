@@ -36,6 +36,10 @@ type Config struct {
 	// function, and ProgramStats turns on the kernel's BPF statistics
 	// while the session is open (Session.ProbeStats), for --probe-stats.
 	CountWaits, ProgramStats bool
+	// NoNativeAnchors times every Python function named with
+	// watchpoints, as where its native anchors cannot be found (for
+	// measuring the two ways against each other).
+	NoNativeAnchors bool
 	Options
 	Log *slog.Logger
 }

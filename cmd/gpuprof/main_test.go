@@ -525,14 +525,13 @@ func checkPoolReadAtReturn(t *testing.T, trace string) {
 func TestNativeProbesPreset(t *testing.T) {
 	testenv.RequireRoot(t)
 	native := filepath.Join(testenv.Fixtures(t), "native")
-	eachPython(t, []string{"pyenv-3.12", "debian-3.11"}, func(t *testing.T, python string) {
-		truth, steps, r := attachToPipeline(t, python, []string{"--native", native, "--mode", "infer", "--steps", "150"},
-			"--preset", "angelspec", "--batch-size", "4")
-		if !strings.Contains(r.stdout, "ray::core::CoreWorker::Get") || !strings.Contains(r.stdout, "mooncake::RealClient::batch_get_into") {
-			t.Fatalf("probed functions missing from the summary:\n%s", r.stdout)
-		}
-		checkAgainstTruth(t, truth, steps, "period", "compute_time", "dispatch_wait", "fetch_time", "step_time", "train_capacity")
-	})
+	python := testenv.EndToEndPython(t)
+	truth, steps, r := attachToPipeline(t, python, []string{"--native", native, "--mode", "infer", "--steps", "150"},
+		"--preset", "angelspec", "--batch-size", "4")
+	if !strings.Contains(r.stdout, "ray::core::CoreWorker::Get") || !strings.Contains(r.stdout, "mooncake::RealClient::batch_get_into") {
+		t.Fatalf("probed functions missing from the summary:\n%s", r.stdout)
+	}
+	checkAgainstTruth(t, truth, steps, "period", "compute_time", "dispatch_wait", "fetch_time", "step_time", "train_capacity")
 }
 
 // TestChildrenEachWithTheirSteps starts a launcher that runs two trainers
@@ -683,32 +682,31 @@ func seedVerdict(t *testing.T, truthPath string) string {
 // within 10%, infer_batch_time within 5%), and the trainer's verdict.
 func TestEngineProcesses(t *testing.T) {
 	testenv.RequireRoot(t)
-	eachPython(t, []string{"pyenv-3.12", "debian-3.11"}, func(t *testing.T, python string) {
-		args := []string{"--mode", "infer", "--procs", "--engine-gpu", "--steps", "120"}
-		truth, _, r := attachToPipeline(t, python, args, "--children")
-		if n := strings.Count(r.stdout, "role: an inference engine process"); n != 3 {
-			t.Errorf("%d processes told apart as engines, want 3:\n%s", n, r.stdout)
-		}
-		m := regexp.MustCompile(`inference engine processes \(.*\): 3, I = ([0-9.]+)/s together, median iteration ([0-9.]+)ms`).FindStringSubmatch(r.stdout)
-		if m == nil {
-			t.Fatalf("no engine processes in the job view:\n%s", r.stdout)
-		}
-		rows, err := validate.ReadJSONL(truth)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantI, _ := validate.Median(rows, "infer_capacity", 5)
-		wantIter, _ := validate.Median(rows, "infer_batch_time", 5)
-		gotI, _ := strconv.ParseFloat(m[1], 64)
-		gotIter, _ := strconv.ParseFloat(m[2], 64)
-		t.Logf("I: truth %.1f/s, gpuprof %.1f/s; iteration: truth %.2f ms, gpuprof %.2f ms", wantI, gotI, wantIter*1e3, gotIter)
-		if math.Abs(gotI-wantI) > 0.10*wantI || math.Abs(gotIter/1e3-wantIter) > 0.05*wantIter {
-			t.Errorf("engines' I %.1f/s and iteration %.2f ms, truth %.1f/s and %.2f ms", gotI, gotIter, wantI, wantIter*1e3)
-		}
-		if !strings.Contains(r.stdout, "job bottleneck (the trainer's, with the engines' I): inference") {
-			t.Errorf("job verdict:\n%s", r.stdout)
-		}
-	})
+	python := testenv.EndToEndPython(t)
+	args := []string{"--mode", "infer", "--procs", "--engine-gpu", "--steps", "120"}
+	truth, _, r := attachToPipeline(t, python, args, "--children")
+	if n := strings.Count(r.stdout, "role: an inference engine process"); n != 3 {
+		t.Errorf("%d processes told apart as engines, want 3:\n%s", n, r.stdout)
+	}
+	m := regexp.MustCompile(`inference engine processes \(.*\): 3, I = ([0-9.]+)/s together, median iteration ([0-9.]+)ms`).FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatalf("no engine processes in the job view:\n%s", r.stdout)
+	}
+	rows, err := validate.ReadJSONL(truth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantI, _ := validate.Median(rows, "infer_capacity", 5)
+	wantIter, _ := validate.Median(rows, "infer_batch_time", 5)
+	gotI, _ := strconv.ParseFloat(m[1], 64)
+	gotIter, _ := strconv.ParseFloat(m[2], 64)
+	t.Logf("I: truth %.1f/s, gpuprof %.1f/s; iteration: truth %.2f ms, gpuprof %.2f ms", wantI, gotI, wantIter*1e3, gotIter)
+	if math.Abs(gotI-wantI) > 0.10*wantI || math.Abs(gotIter/1e3-wantIter) > 0.05*wantIter {
+		t.Errorf("engines' I %.1f/s and iteration %.2f ms, truth %.1f/s and %.2f ms", gotI, gotIter, wantI, wantIter*1e3)
+	}
+	if !strings.Contains(r.stdout, "job bottleneck (the trainer's, with the engines' I): inference") {
+		t.Errorf("job verdict:\n%s", r.stdout)
+	}
 }
 
 func safeIndex(m []string, i int) string {
@@ -716,15 +714,4 @@ func safeIndex(m []string, i int) string {
 		return m[i]
 	}
 	return ""
-}
-
-// eachPython runs fn as a subtest for each of the named interpreters
-// present here.
-func eachPython(t *testing.T, names []string, fn func(t *testing.T, python string)) {
-	pythons := testenv.Pythons(t)
-	for _, name := range names {
-		if python, ok := pythons[name]; ok {
-			t.Run(name, func(t *testing.T) { fn(t, python) })
-		}
-	}
 }

@@ -26,9 +26,10 @@ type shapeRun struct {
 	argv []string // the command, less --truth PATH
 }
 
-// shapeAttach is how long gpuprof stays attached to each loop: 150-600 of
-// its steps (8-23 ms each).
-const shapeAttach = "5s"
+// shapeAttach is how long gpuprof stays attached to each loop: 90-360 of
+// its steps (8-33 ms each), of which the first second or so finds the
+// boundary.
+const shapeAttach = "3s"
 
 // TestLoopShapes attaches to training loops of the shapes issue 25 names
 // (testdata/python/shapes.py: a sync-timed DataLoader loop whose backward
