@@ -45,9 +45,16 @@ check:
 	$(GO) vet ./...
 	$(GO) test -short -count=1 ./...
 
+# make test runs two packages at a time: the integration tests mostly
+# wait on the loops they attach to (cmd/gpuprof and probes used 65 and 32 s
+# of CPU in 205 and 143 s on the 2-core dev VM). The tests whose numbers a
+# busy CPU moves (a loop's phases held to 5% of its own log, waits to the
+# microsecond) run afterwards, alone: LOAD_SENSITIVE.
+LOAD_SENSITIVE := ^(TestLoopShapes|TestPythonQueueWaits)$$
 test: check-generated fixtures
 	$(GO) vet ./...
-	$(GO) test -count=1 -p 2 -timeout 30m ./...
+	$(GO) test -count=1 -p 2 -timeout 30m -skip '$(LOAD_SENSITIVE)' ./...
+	$(GO) test -count=1 -p 1 -timeout 30m -run '$(LOAD_SENSITIVE)' ./cmd/gpuprof ./probes
 
 bench: fixtures
 	$(GO) test -count=1 -run '^$$' -bench 'ProbeCost|PythonLockProbe|PythonCallProbe|WholeGet' -benchtime 1x -v ./probes

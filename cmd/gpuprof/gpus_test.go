@@ -205,12 +205,13 @@ func TestGPUsFollowsLateProcesses(t *testing.T) {
 		cmd.Wait()
 		t.Fatalf("attach --gpus with no process yet ended: %s", errb.String())
 	}
-	first := testenv.StartDemo(t, "--steps", "250", "--start-delay", "0.3")
+	first := testenv.StartDemo(t, "--steps", "500", "--start-delay", "0.3")
 	if err := os.WriteFile(pidsFile, []byte(itoa(first.PID())), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// The late one starts once gpuprof has the first's steps (its jsonl
-	// has lines), not after a fixed wait. It is found only at gpuprof's
+	// has lines), not after a fixed wait; the first runs on long enough
+	// (500 steps, ~5 s) for gpuprof to find the late one before it ends. It is found only at gpuprof's
 	// next look at the GPUs' processes, then learned: 200 steps leave
 	// room over the floor below (120 gave 37 and 48 on a loaded machine).
 	if n := waitForLines(steps, 1, 10*time.Second, nil); n == 0 {
