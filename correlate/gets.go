@@ -24,7 +24,10 @@ type wholeGets struct {
 	// polled: by pid<<32|tid, when the thread's last get poll that found
 	// its sample there returned (takes).
 	polled map[uint64]uint64
-	fns    []getFunc // the functions whole gets are probed on
+	// polls: by pid<<32|tid, threads whose gets were seen polling the
+	// queue's pipe (get_nowait, get(timeout=...)): they wait only there.
+	polls map[uint64]bool
+	fns   []getFunc // the functions whole gets are probed on
 }
 
 // getFunc is a Python function whole gets are probed on (a role get
@@ -75,7 +78,8 @@ type waitEnd struct {
 const blockedMin = 1e6
 
 func newWholeGets(user map[uint16]UserProbe) wholeGets {
-	return wholeGets{last: map[uint64]waitEnd{}, kind: map[uint64]WaitKind{}, polled: map[uint64]uint64{}, fns: getFuncs(user)}
+	return wholeGets{last: map[uint64]waitEnd{}, kind: map[uint64]WaitKind{}, polled: map[uint64]uint64{},
+		polls: map[uint64]bool{}, fns: getFuncs(user)}
 }
 
 // takes says whether a wait inside a multiprocessing get was part of
@@ -99,14 +103,32 @@ func takes(e *events.Event, polledAt uint64) bool {
 // (events come as calls return). One inside the get function names the
 // kind of the thread's gets, whole gets timed yet or not. It says whether
 // the wait was part of taking a sample that was there (takes).
+//
+// A thread whose gets poll waits only in the polls: a read inside its get
+// with no poll reported before it came after a poll too short to report
+// (under PyMinWait), and read a sample that was there; under a busy CPU
+// such reads of a get_nowait were seen to take over 0.5 ms (polled/compute
+// in TestLoopShapes, 2 runs in 5), and, once counted a dispatch wait, to
+// name every later get of the thread one. A take inside a get clears what
+// the thread's gets are known to be.
 func (g *wholeGets) noteWait(e *events.Event, kind WaitKind) bool {
 	k := threadID(e.PID, e.TID)
-	take := takes(e, g.polled[k])
-	if take && pipePoll(e.Frames) {
-		g.polled[k] = e.End
+	poll, inGet := pipePoll(e.Frames), g.inGet(e.Frames)
+	take := takes(e, g.polled[k]) || g.polls[k] && inGet && !poll
+	switch {
+	case poll && inGet:
+		g.polls[k] = true
+		fallthrough
+	case poll:
+		if take {
+			g.polled[k] = e.End
+		}
 	}
 	g.last[k] = waitEnd{kind, e.End, take}
-	if (kind == WaitDispatch || kind == WaitData) && !take && g.inGet(e.Frames) {
+	switch {
+	case take && inGet:
+		delete(g.kind, k)
+	case (kind == WaitDispatch || kind == WaitData) && !take && inGet:
 		g.kind[k] = kind
 	}
 	return take

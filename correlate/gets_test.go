@@ -277,3 +277,47 @@ func TestGetsThatFindTheirSampleAreTakes(t *testing.T) {
 		}
 	}
 }
+
+// TestReadsOfPollingGetsAreTakes: a thread whose gets poll the pipe
+// (get_nowait, get(timeout=...)) waits only in those polls. A read inside
+// one of its gets with no poll reported before it (the poll returned under
+// PyMinWait) read a sample that was there, however long a busy CPU made
+// it, and it does not name the thread's later gets waits either.
+func TestReadsOfPollingGetsAreTakes(t *testing.T) {
+	conn := "/usr/lib/python3.12/multiprocessing/connection.py"
+	queues := "/usr/lib/python3.12/multiprocessing/queues.py"
+	poll := []events.PyFrame{{Func: "Connection._poll", File: conn}, {Func: "_ConnectionBase.poll", File: conn},
+		{Func: "Queue.get", File: queues}}
+	// Three frames deep, as the probes read them: get_nowait is not among them.
+	read := []events.PyFrame{{Func: "Connection._recv", File: conn}, {Func: "_ConnectionBase.recv_bytes", File: conn},
+		{Func: "Queue.get", File: queues}}
+	wait := func(tr *thread, d uint64, frames []events.PyFrame) {
+		tr.evs = append(tr.evs, events.Event{Kind: events.KindPyWait, PID: 100, TID: 101, Start: tr.t, End: tr.t + d, Frames: frames})
+		tr.t += d
+	}
+	tr := newThread(100, 101, 0)
+	for i := range 60 {
+		start := tr.t
+		tr.idle(30 * us)
+		switch {
+		case i == 1: // a read before any poll was seen: taken for a wait
+			wait(tr, 600*us, read)
+		case i == 2: // a poll long enough to be reported, finding the sample
+			wait(tr, 60*us, poll)
+		case i%3 == 0: // the poll unreported, the read slow on a busy CPU
+			wait(tr, 600*us, read)
+		}
+		tr.idle(40 * us)
+		tr.getAndTrain(t, start, 30)
+	}
+	_, steps := run(t, wholeGetCfg, tr.evs)
+	if len(steps) != 59 {
+		t.Fatalf("%d steps, want 59", len(steps))
+	}
+	for _, s := range steps {
+		if s.Index < 2 {
+			continue
+		}
+		within(t, "dispatch_wait", s.DispatchWait, 0, 1e-9)
+	}
+}
