@@ -233,10 +233,6 @@ func TestGetsThatFindTheirSampleAreTakes(t *testing.T) {
 		{Func: "Queue.get", File: queues}, {Func: "Queue.get_nowait", File: queues}, {Func: "controller", File: "train.py"}}
 	blocked := []events.PyFrame{{Func: "Connection.recv_bytes", File: conn}, {Func: "Queue.get", File: queues},
 		{Func: "controller", File: "train.py"}}
-	wait := func(tr *thread, d uint64, frames []events.PyFrame) {
-		tr.evs = append(tr.evs, events.Event{Kind: events.KindPyWait, PID: 100, TID: 101, Start: tr.t, End: tr.t + d, Frames: frames})
-		tr.t += d
-	}
 	tr := newThread(100, 101, 0)
 	var timed []bool // steps whose get blocked in its poll
 	for i := range 60 {
@@ -244,22 +240,19 @@ func TestGetsThatFindTheirSampleAreTakes(t *testing.T) {
 		tr.idle(30 * us)
 		switch {
 		case i == 2: // a blocking get that waited: the thread's gets are waits
-			wait(tr, 4*ms, blocked)
+			tr.pyWait(4*ms, blocked)
 		case i%10 == 7: // get(timeout=...): its poll blocks for the sample
-			wait(tr, 3*ms, poll)
+			tr.pyWait(3*ms, poll)
 		default: // get_nowait: the poll returns at once, the read finds the item
-			wait(tr, 15*us, poll)
+			tr.pyWait(15*us, poll)
 			tr.idle(10 * us)
-			wait(tr, 8*us, read)
+			tr.pyWait(8*us, read)
 		}
 		timed = append(timed, i == 2 || i%10 == 7)
 		tr.idle(40 * us)
 		tr.getAndTrain(t, start, 30)
 	}
-	_, steps := run(t, wholeGetCfg, tr.evs)
-	if len(steps) != 59 {
-		t.Fatalf("%d steps, want 59", len(steps))
-	}
+	steps := wholeGetSteps(t, tr, 59)
 	for _, s := range steps {
 		if s.Index < 3 {
 			continue
@@ -291,33 +284,42 @@ func TestReadsOfPollingGetsAreTakes(t *testing.T) {
 	// Three frames deep, as the probes read them: get_nowait is not among them.
 	read := []events.PyFrame{{Func: "Connection._recv", File: conn}, {Func: "_ConnectionBase.recv_bytes", File: conn},
 		{Func: "Queue.get", File: queues}}
-	wait := func(tr *thread, d uint64, frames []events.PyFrame) {
-		tr.evs = append(tr.evs, events.Event{Kind: events.KindPyWait, PID: 100, TID: 101, Start: tr.t, End: tr.t + d, Frames: frames})
-		tr.t += d
-	}
 	tr := newThread(100, 101, 0)
 	for i := range 60 {
 		start := tr.t
 		tr.idle(30 * us)
 		switch {
 		case i == 1: // a read before any poll was seen: taken for a wait
-			wait(tr, 600*us, read)
+			tr.pyWait(600*us, read)
 		case i == 2: // a poll long enough to be reported, finding the sample
-			wait(tr, 60*us, poll)
+			tr.pyWait(60*us, poll)
 		case i%3 == 0: // the poll unreported, the read slow on a busy CPU
-			wait(tr, 600*us, read)
+			tr.pyWait(600*us, read)
 		}
 		tr.idle(40 * us)
 		tr.getAndTrain(t, start, 30)
 	}
-	_, steps := run(t, wholeGetCfg, tr.evs)
-	if len(steps) != 59 {
-		t.Fatalf("%d steps, want 59", len(steps))
-	}
+	steps := wholeGetSteps(t, tr, 59)
 	for _, s := range steps {
 		if s.Index < 2 {
 			continue
 		}
 		within(t, "dispatch_wait", s.DispatchWait, 0, 1e-9)
 	}
+}
+
+// pyWait appends a Python wait of d with frames on tr's thread.
+func (tr *thread) pyWait(d uint64, frames []events.PyFrame) {
+	tr.evs = append(tr.evs, events.Event{Kind: events.KindPyWait, PID: tr.pid, TID: tr.tid, Start: tr.t, End: tr.t + d, Frames: frames})
+	tr.t += d
+}
+
+// wholeGetSteps runs tr's events with whole gets probed and wants n steps.
+func wholeGetSteps(t *testing.T, tr *thread, n int) []Step {
+	t.Helper()
+	_, steps := run(t, wholeGetCfg, tr.evs)
+	if len(steps) != n {
+		t.Fatalf("%d steps, want %d", len(steps), n)
+	}
+	return steps
 }
