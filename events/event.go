@@ -46,7 +46,39 @@ const (
 	// KindXid is an Xid error the driver reported (NVML), at End: Args[0]
 	// the GPU's NVML index, Args[1] the Xid. PID and TID are 0.
 	KindXid Kind = 12
+	// KindCPUSample is thread TID of process PID seen running on a CPU
+	// at End by a cpu-clock perf event, one sample every Args[0] ns of
+	// its CPU time: Native and Frames are its stacks then.
+	KindCPUSample Kind = 13
+	// KindLaunchStack is a kernel launch (API the launch entry point) by
+	// thread TID at End, read while launches are counted, one launch in
+	// Args[1] (the sample stands for that many): Args[0] is the kernel's
+	// handle, as launches count it (correlate names it from
+	// KindKernelName events); Native and Frames are the launching stacks.
+	KindLaunchStack Kind = 14
+	// KindCallStack is a CUDA call (API) that held its thread from Start
+	// to End (a sync, a copy): Native and Frames are its stacks, for the
+	// wait profile. The call's own KindCall event is apart from it.
+	KindCallStack Kind = 15
 )
+
+// IsStack says whether the event is a stack sample (KindCPUSample,
+// KindLaunchStack, KindCallStack): for the profiles, not the steps.
+func (k Kind) IsStack() bool {
+	return k == KindCPUSample || k == KindLaunchStack || k == KindCallStack
+}
+
+// NativeFrame is one native frame of a stack, named from the ELF symbol
+// tables of the file mapped at its address.
+type NativeFrame struct {
+	Func   string `json:"func,omitempty"` // the demangled function, "" where no symbol holds the address
+	Module string `json:"module"`         // the mapped file's base name ("" where none is mapped there)
+	Offset uint64 `json:"off,omitempty"`  // the address's offset in the file, where Func is ""
+	// Interp says the frame is the Python interpreter's own code
+	// (libpython, or the python executable): where the Python frames'
+	// native stack begins.
+	Interp bool `json:"interp,omitempty"`
+}
 
 // GILFollowNS is how soon after a Python wait (or a write) a GIL wait
 // must begin to be its tail: the BPF programs report such GIL waits
@@ -106,7 +138,9 @@ type Event struct {
 
 	Name string // kernel name, for KindKernelName
 
-	Frames []PyFrame // for KindPyWait, innermost first
+	Frames []PyFrame // for KindPyWait and the stack kinds, innermost first
+
+	Native []NativeFrame // for the stack kinds, innermost first
 
 	GPUs []GPUSample // for KindGPUSamples
 }

@@ -38,31 +38,32 @@ type TraceHeader struct {
 const traceFormat = "gpuprof-trace/1"
 
 type traceLine struct {
-	Kind          string      `json:"k"`
-	API           string      `json:"api,omitempty"`
-	PID           uint32      `json:"pid"`
-	TID           uint32      `json:"tid"`
-	Start         uint64      `json:"s,omitempty"`
-	End           uint64      `json:"e"`
-	Launches      uint32      `json:"l,omitempty"`
-	GraphLaunches uint32      `json:"g,omitempty"`
-	LaunchFirst   uint64      `json:"lf,omitempty"`
-	LaunchLast    uint64      `json:"ll,omitempty"`
-	Args          [5]uint64   `json:"a"`
-	Ret           uint64      `json:"r,omitempty"`
-	Out           uint64      `json:"o,omitempty"`
-	Pool          uint32      `json:"p,omitempty"`
-	PoolState     uint32      `json:"ps,omitempty"`
-	PoolGets      uint32      `json:"pg,omitempty"`
-	Name          string      `json:"n,omitempty"`
-	Frames        []PyFrame   `json:"f,omitempty"`
-	GPUs          []GPUSample `json:"gpus,omitempty"`
+	Kind          string        `json:"k"`
+	API           string        `json:"api,omitempty"`
+	PID           uint32        `json:"pid"`
+	TID           uint32        `json:"tid"`
+	Start         uint64        `json:"s,omitempty"`
+	End           uint64        `json:"e"`
+	Launches      uint32        `json:"l,omitempty"`
+	GraphLaunches uint32        `json:"g,omitempty"`
+	LaunchFirst   uint64        `json:"lf,omitempty"`
+	LaunchLast    uint64        `json:"ll,omitempty"`
+	Args          [5]uint64     `json:"a"`
+	Ret           uint64        `json:"r,omitempty"`
+	Out           uint64        `json:"o,omitempty"`
+	Pool          uint32        `json:"p,omitempty"`
+	PoolState     uint32        `json:"ps,omitempty"`
+	PoolGets      uint32        `json:"pg,omitempty"`
+	Name          string        `json:"n,omitempty"`
+	Frames        []PyFrame     `json:"f,omitempty"`
+	Native        []NativeFrame `json:"nf,omitempty"`
+	GPUs          []GPUSample   `json:"gpus,omitempty"`
 }
 
 var kindNames = map[Kind]string{KindCall: "call", KindKernelName: "kernel_name", KindLibLoad: "lib_load",
 	KindLaunchProbes: "launch_probes", KindPyWait: "py_wait", KindPyAttached: "py_attached", KindPyGIL: "py_gil",
 	KindPool: "pool", KindWrite: "write", KindGPUSamples: "gpu_samples", KindProcess: "process",
-	KindXid: "xid"}
+	KindXid: "xid", KindCPUSample: "cpu_sample", KindLaunchStack: "launch_stack", KindCallStack: "call_stack"}
 
 // TraceName is the kind's name in a trace file.
 func (k Kind) TraceName() string { return kindNames[k] }
@@ -101,7 +102,7 @@ func CreateTrace(path string, h TraceHeader) (*TraceWriter, error) {
 func (w *TraceWriter) Write(e *Event) error {
 	l := traceLine{Kind: kindNames[e.Kind], PID: e.PID, TID: e.TID, Start: e.Start, End: e.End,
 		Launches: e.Launches, GraphLaunches: e.GraphLaunches, LaunchFirst: e.LaunchFirst,
-		LaunchLast: e.LaunchLast, Args: e.Args, Ret: e.Ret, Out: e.Out, Pool: e.Pool, PoolState: e.PoolState, PoolGets: e.PoolGets, Name: e.Name, Frames: e.Frames, GPUs: e.GPUs}
+		LaunchLast: e.LaunchLast, Args: e.Args, Ret: e.Ret, Out: e.Out, Pool: e.Pool, PoolState: e.PoolState, PoolGets: e.PoolGets, Name: e.Name, Frames: e.Frames, Native: e.Native, GPUs: e.GPUs}
 	if a, ok := cudaapi.ByID(e.API); ok && e.Kind != KindGPUSamples && e.Kind != KindProcess && e.Kind != KindXid {
 		l.API = a.Name
 	} else if e.API >= cudaapi.UserBase {
@@ -156,7 +157,7 @@ func ReadTrace(path string) (TraceHeader, []Event, int, error) {
 		}
 		e := Event{Kind: kinds[l.Kind], PID: l.PID, TID: l.TID, Start: l.Start, End: l.End,
 			Launches: l.Launches, GraphLaunches: l.GraphLaunches, LaunchFirst: l.LaunchFirst,
-			LaunchLast: l.LaunchLast, Args: l.Args, Ret: l.Ret, Out: l.Out, Pool: l.Pool, PoolState: l.PoolState, PoolGets: l.PoolGets, Name: l.Name, Frames: l.Frames, GPUs: l.GPUs}
+			LaunchLast: l.LaunchLast, Args: l.Args, Ret: l.Ret, Out: l.Out, Pool: l.Pool, PoolState: l.PoolState, PoolGets: l.PoolGets, Name: l.Name, Frames: l.Frames, Native: l.Native, GPUs: l.GPUs}
 		if n, ok := strings.CutPrefix(l.API, "user:"); ok {
 			i, err := strconv.Atoi(n)
 			if err != nil || i < 0 || i >= len(h.UserProbes) {
