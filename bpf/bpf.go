@@ -22,6 +22,7 @@ type (
 	KernelKey   = gpuprofKernelKey
 	PyLayout    = gpuprofPyLayout
 	PyEvent     = gpuprofPyEvent
+	StackEvent  = gpuprofStackEvent
 	PoolWord    = gpuprofPoolWord
 	PySiteKey   = gpuprofPySiteKey
 	PySite      = gpuprofPySite
@@ -44,6 +45,15 @@ type Settings struct {
 	PyLearnWaitNS uint64
 	PyReadCookie  uint64 // the cookie of the wait probe on _Py_read
 	CountWaits    bool   // count Python wait probe hits in WaitHits (~50 ns a hit)
+
+	// Stack samples (the profiles): one launch in LaunchStackEvery has
+	// its stacks read (0: none); syncs and copies that held their thread
+	// StackCallMinNS or more do where StackCalls; a CPU sample carries
+	// CPUPeriodNS, the period its perf events sample at.
+	LaunchStackEvery uint32
+	StackCalls       bool
+	StackCallMinNS   uint64
+	CPUPeriodNS      uint64
 }
 
 // Load loads the programs and maps into the kernel.
@@ -79,6 +89,13 @@ func loadSpec(set Settings) (*ebpf.CollectionSpec, error) {
 	}
 	if err := spec.Variables[gpuprofVarCountWaits].Set(set.CountWaits); err != nil {
 		return nil, fmt.Errorf("set count_waits: %w", err)
+	}
+	for name, v := range map[string]any{gpuprofVarLaunchStackEvery: set.LaunchStackEvery,
+		gpuprofVarStackCalls: set.StackCalls, gpuprofVarStackCallMinNs: set.StackCallMinNS,
+		gpuprofVarCpuPeriodNs: set.CPUPeriodNS} {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("set %s: %w", name, err)
+		}
 	}
 	// Not a setting: the bound the correlator joins a GIL wait to the
 	// wait before it by, which the programs must report by too.

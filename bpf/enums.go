@@ -14,6 +14,14 @@ const (
 	KindPyWait     = uint8(gpuprofEventKindEV_PY_WAIT)
 	KindPyGIL      = uint8(gpuprofEventKindEV_PY_GIL)
 	KindWrite      = uint8(gpuprofEventKindEV_WRITE)
+	KindStack      = uint8(gpuprofEventKindEV_STACK)
+)
+
+// Why a stack sample was read (enum stack_reason).
+const (
+	StackCPU    = uint8(gpuprofStackReasonSTACK_CPU)
+	StackLaunch = uint8(gpuprofStackReasonSTACK_LAUNCH)
+	StackCall   = uint8(gpuprofStackReasonSTACK_CALL)
 )
 
 // The attach cookie's fields, each a shift and a mask (enum
@@ -37,6 +45,8 @@ const (
 	CookieTwinMask     = uint64(gpuprofCookieLayoutCOOKIE_TWIN_MASK)
 	CookieCallerShift  = uint64(gpuprofCookieLayoutCOOKIE_CALLER_SHIFT)
 	CookieCallerMask   = uint64(gpuprofCookieLayoutCOOKIE_CALLER_MASK)
+	CookieStackShift   = uint64(gpuprofCookieLayoutCOOKIE_STACK_SHIFT)
+	CookieStackMask    = uint64(gpuprofCookieLayoutCOOKIE_STACK_MASK)
 	CookieNoArg        = uint64(gpuprofCookieLayoutCOOKIE_NO_ARG)
 )
 
@@ -57,5 +67,6 @@ const (
 	StatKernelMapFull = uint32(gpuprofStatSTAT_KERNEL_MAP_FULL)
 	StatStaleCall     = uint32(gpuprofStatSTAT_STALE_CALL)
 	StatNoThreadState = uint32(gpuprofStatSTAT_NO_THREAD_STATE)
+	StatStacksFull    = uint32(gpuprofStatSTAT_STACKS_FULL)
 	NumStats          = uint32(gpuprofStatNSTATS)
 )

@@ -23,6 +23,15 @@ enum event_kind {
 	EV_PY_WAIT = 5,
 	EV_PY_GIL = 6,
 	EV_WRITE = 7,
+	EV_STACK = 8, // a stack sample, in the stacks ring buffer (enum stack_reason says why)
+};
+
+// Why a stack was read (struct stack_event's reason): generated into Go
+// (bpf.Stack*).
+enum stack_reason {
+	STACK_CPU = 1,    // the thread was on a CPU at a cpu-clock sample
+	STACK_LAUNCH = 2, // the thread launched a kernel
+	STACK_CALL = 3,   // the thread returned from a CUDA call that held it (a sync, a copy)
 };
 
 // Attach cookie layout: each field of the 64-bit cookie a CUDA call's
@@ -56,6 +65,10 @@ enum cookie_layout {
 	// (probes/recordsites.go).
 	COOKIE_CALLER_SHIFT = 48,
 	COOKIE_CALLER_MASK = 1,
+	// Read the thread's stacks at return when the call held it at least
+	// stack_call_min_ns (the wait profile's syncs and copies).
+	COOKIE_STACK_SHIFT = 52,
+	COOKIE_STACK_MASK = 1,
 	COOKIE_NO_ARG = 0xf, // an argument field naming no argument (>= NARGS)
 };
 
@@ -69,6 +82,7 @@ enum cookie_layout {
 #define COOKIE_GRAPH(c) COOKIE_FIELD(c, GRAPH)
 #define COOKIE_TWIN(c) COOKIE_FIELD(c, TWIN)
 #define COOKIE_CALLER(c) COOKIE_FIELD(c, CALLER)
+#define COOKIE_STACK(c) COOKIE_FIELD(c, STACK)
 
 // A cookie's layer: cudaapi.Layer's values (probes/cookie_test.go).
 enum layer {
@@ -93,6 +107,7 @@ enum stat {
 	STAT_KERNEL_MAP_FULL,
 	STAT_STALE_CALL,
 	STAT_NO_THREAD_STATE,
+	STAT_STACKS_FULL, // stack samples dropped: the stacks ring buffer was full
 	NSTATS,
 };
 
@@ -154,6 +169,8 @@ struct thread_state {
 	__u64 launch_last_ns;
 	__u32 launches;
 	__u32 graph_launches;
+	__u32 launch_stack_n; // launches since the thread's last launch stack
+	__u32 pad;
 };
 
 struct kernel_key {
@@ -225,6 +242,7 @@ const enum cookie_layout *unused_cookie_layout __attribute__((unused));
 const enum layer *unused_layer __attribute__((unused));
 const enum out_kind *unused_out_kind __attribute__((unused));
 const enum stat *unused_stat __attribute__((unused));
+const enum stack_reason *unused_stack_reason __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -404,6 +422,54 @@ static __always_inline struct thread_state *thread_state(int create)
 		count(STAT_NO_THREAD_STATE);
 	return ts;
 }
+
+// Stack samples, for the profiles (profiles/): the native stack by frame
+// pointers (bpf_get_stack) and the Python frames' code objects, read at a
+// cpu-clock sample (cpu_sample), at one kernel launch in
+// launch_stack_every while launches are counted, and at the return of a
+// sync or copy that held the thread. They have a ring buffer of their own,
+// so that a burst of them never costs a step's events their room.
+#define NATIVE_DEPTH 64
+#define PY_STACK_DEPTH 32
+
+struct stack_event {
+	__u8 kind;   // EV_STACK
+	__u8 reason; // enum stack_reason
+	__u16 api;   // the launch or call's cudaapi ID
+	__u32 pid;
+	__u32 tid;
+	__s32 native_bytes; // bpf_get_stack's result: bytes of native, or an error
+	__u32 npy;          // Python frames in py
+	__u32 pad;
+	__u64 start_ns;
+	__u64 end_ns;
+	__u64 arg;    // a launch's kernel handle; a CPU sample's period in ns
+	__u64 weight; // the launches a launch sample stands for
+	__u64 native[NATIVE_DEPTH];
+	__u64 py[PY_STACK_DEPTH]; // code objects, innermost first
+};
+
+const struct stack_event *unused_stack_event __attribute__((unused));
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 23);
+} stacks SEC(".maps");
+
+// 0: no launch stacks; else one launch in this many has its stack read.
+volatile const __u32 launch_stack_every = 0;
+// Whether calls whose probe asks for it (COOKIE_STACK) have their stacks
+// read, and from how long a call held its thread.
+volatile const __u8 stack_calls = 0;
+volatile const __u64 stack_call_min_ns = 0;
+
+// emit_stack is a global function, verified once on its own: inlined
+// into each probe, its loops (the thread list, the frames) multiplied the
+// verifier's paths past its limit. what packs the reason (bits 0-7), the
+// cudaapi ID (8-23) and the launches the sample stands for (32-63).
+#define __arg_ctx __attribute__((btf_decl_tag("arg:ctx")))
+#define STACK_WHAT(reason, api, weight) ((__u64)(reason) | ((__u64)(api) << 8) | ((__u64)(weight) << 32))
+__noinline int emit_stack(void *ctx __arg_ctx, __u64 what, __u64 start, __u64 end, __u64 arg);
 
 SEC("uprobe.multi")
 int api_entry(struct pt_regs *ctx)
@@ -600,8 +666,11 @@ int api_return(struct pt_regs *ctx)
 			break;
 		}
 	}
+	__u64 start = slot->start_ns;
 	slot->start_ns = 0;
 	bpf_ringbuf_submit(e, ringbuf_flags());
+	if (COOKIE_STACK(cookie) && stack_calls && now - start >= stack_call_min_ns)
+		emit_stack(ctx, STACK_WHAT(STACK_CALL, COOKIE_API(cookie), 1), start, now, 0);
 	return 0;
 }
 
@@ -681,6 +750,10 @@ int launch_entry(struct pt_regs *ctx)
 	__u64 arg0 = PT_REGS_PARM1(ctx), arg1 = PT_REGS_PARM2(ctx);
 	asm volatile("" : "+r"(arg0), "+r"(arg1));
 	key.func = COOKIE_FUNC_ARG(cookie) == 1 ? arg1 : arg0;
+	if (launch_stack_every && ++ts->launch_stack_n >= launch_stack_every) {
+		ts->launch_stack_n = 0;
+		emit_stack(ctx, STACK_WHAT(STACK_LAUNCH, COOKIE_API(cookie), launch_stack_every), now, now, key.func);
+	}
 	__u64 *n = bpf_map_lookup_elem(&kernels, &key);
 	if (n) {
 		*n += 1; // this CPU's slot: no other writer while we run
@@ -815,6 +888,9 @@ static __always_inline __u64 py_current_frame(struct py_layout *l, __u64 tstate)
 static __always_inline __u64 head_word(const __u64 *head, __u32 off)
 {
 	__u32 i = off / 8;
+	// Kept opaque: else clang may bound off (< 80) rather than i, and
+	// the verifier then sees an 8-byte read that could pass the head.
+	asm volatile("" : "+r"(i));
 	if (i >= PY_FRAME_HEAD / 8)
 		return 0;
 	return head[i];
@@ -1198,6 +1274,87 @@ int py_anchor_end(struct pt_regs *ctx)
 	if (!c || c->frame != frame)
 		return 0;
 	emit_py_call(id, api, c, frame, now);
+	return 0;
+}
+
+// py_stack records the code objects of the thread's innermost
+// PY_STACK_DEPTH Python frames, innermost first, a C-stack shim frame of
+// 3.12 and later as 0 (the reader skips it): one slot a frame, so that
+// the verifier follows one path through the walk, not one for each
+// count of frames kept so far.
+static __always_inline __u32 py_stack(struct py_layout *l, __u64 tstate, __u64 *codes)
+{
+	__u64 frame = py_current_frame(l, tstate);
+	__u64 head[PY_FRAME_HEAD / 8];
+	__u32 n = 0;
+	for (int i = 0; i < PY_STACK_DEPTH && frame; i++) {
+		if (bpf_probe_read_user(head, sizeof(head), (void *)frame))
+			break;
+		__u8 owner = 0;
+		__u32 owner_at = l->frame_owner; // -1 (none) is past the head
+		if (owner_at < PY_FRAME_HEAD)
+			owner = ((__u8 *)head)[owner_at];
+		codes[i] = owner == 3 ? 0 : head_word(head, l->frame_code); // 3: FRAME_OWNED_BY_CSTACK
+		n = i + 1;
+		frame = head_word(head, l->frame_previous);
+	}
+	return n;
+}
+
+__noinline int emit_stack(void *ctx __arg_ctx, __u64 what, __u64 start, __u64 end, __u64 arg)
+{
+	struct stack_event *e = bpf_ringbuf_reserve(&stacks, sizeof(*e), 0);
+	if (!e) {
+		count(STAT_STACKS_FULL);
+		return 0;
+	}
+	__u64 id = bpf_get_current_pid_tgid();
+	e->kind = EV_STACK;
+	e->reason = (__u8)what;
+	e->api = (__u16)(what >> 8);
+	e->pid = id >> 32;
+	e->tid = (__u32)id;
+	e->npy = 0;
+	e->pad = 0;
+	e->start_ns = start;
+	e->end_ns = end;
+	e->arg = arg;
+	e->weight = what >> 32;
+	e->native_bytes = bpf_get_stack(ctx, e->native, sizeof(e->native), BPF_F_USER_STACK);
+	__u32 pid = e->pid;
+	struct py_layout *l = bpf_map_lookup_elem(&python, &pid);
+	if (l) {
+		__u64 tstate = py_tstate(l, thread_state(0));
+		if (tstate)
+			e->npy = py_stack(l, tstate, e->py);
+	}
+	// Frames past native_bytes and npy are left as they are: the reader
+	// ignores them (and 768 bytes are too many to clear here).
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+// The processes whose threads' CPU samples are reported (probes fills it
+// as it attaches): the cpu-clock events are per CPU, for every task.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u8);
+} profiled SEC(".maps");
+
+// The period the cpu-clock events sample at, in ns of CPU time, which a
+// CPU sample carries (probes sets it from its configuration).
+volatile const __u64 cpu_period_ns = 0;
+
+SEC("perf_event")
+int cpu_sample(struct bpf_perf_event_data *ctx)
+{
+	__u32 pid = bpf_get_current_pid_tgid() >> 32;
+	if (!bpf_map_lookup_elem(&profiled, &pid))
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	emit_stack(ctx, STACK_WHAT(STACK_CPU, 0, 1), now, now, cpu_period_ns);
 	return 0;
 }
 

@@ -34,6 +34,8 @@ const (
 	gpuprofCookieLayoutCOOKIE_TWIN_MASK      gpuprofCookieLayout = 3
 	gpuprofCookieLayoutCOOKIE_CALLER_SHIFT   gpuprofCookieLayout = 48
 	gpuprofCookieLayoutCOOKIE_CALLER_MASK    gpuprofCookieLayout = 1
+	gpuprofCookieLayoutCOOKIE_STACK_SHIFT    gpuprofCookieLayout = 52
+	gpuprofCookieLayoutCOOKIE_STACK_MASK     gpuprofCookieLayout = 1
 	gpuprofCookieLayoutCOOKIE_NO_ARG         gpuprofCookieLayout = 15
 )
 
@@ -67,6 +69,7 @@ const (
 	gpuprofEventKindEV_PY_WAIT     gpuprofEventKind = 5
 	gpuprofEventKindEV_PY_GIL      gpuprofEventKind = 6
 	gpuprofEventKindEV_WRITE       gpuprofEventKind = 7
+	gpuprofEventKindEV_STACK       gpuprofEventKind = 8
 )
 
 type gpuprofKernelKey struct {
@@ -184,6 +187,32 @@ type gpuprofPySiteKey struct {
 	Addr uint64
 }
 
+type gpuprofStackEvent struct {
+	_           structs.HostLayout
+	Kind        uint8
+	Reason      uint8
+	Api         uint16
+	Pid         uint32
+	Tid         uint32
+	NativeBytes int32
+	Npy         uint32
+	Pad         uint32
+	StartNs     uint64
+	EndNs       uint64
+	Arg         uint64
+	Weight      uint64
+	Native      [64]uint64
+	Py          [32]uint64
+}
+
+type gpuprofStackReason uint32
+
+const (
+	gpuprofStackReasonSTACK_CPU    gpuprofStackReason = 1
+	gpuprofStackReasonSTACK_LAUNCH gpuprofStackReason = 2
+	gpuprofStackReasonSTACK_CALL   gpuprofStackReason = 3
+)
+
 type gpuprofStat uint32
 
 const (
@@ -191,7 +220,8 @@ const (
 	gpuprofStatSTAT_KERNEL_MAP_FULL gpuprofStat = 1
 	gpuprofStatSTAT_STALE_CALL      gpuprofStat = 2
 	gpuprofStatSTAT_NO_THREAD_STATE gpuprofStat = 3
-	gpuprofStatNSTATS               gpuprofStat = 4
+	gpuprofStatSTAT_STACKS_FULL     gpuprofStat = 4
+	gpuprofStatNSTATS               gpuprofStat = 5
 )
 
 type gpuprofThreadState struct {
@@ -244,6 +274,8 @@ type gpuprofThreadState struct {
 	LaunchLastNs  uint64
 	Launches      uint32
 	GraphLaunches uint32
+	LaunchStackN  uint32
+	Pad           uint32
 }
 
 type gpuprofTwinKey struct {
@@ -274,10 +306,12 @@ const (
 	gpuprofMapEvents             = "events"
 	gpuprofMapKernels            = "kernels"
 	gpuprofMapPools              = "pools"
+	gpuprofMapProfiled           = "profiled"
 	gpuprofMapPyAnchorCodes      = "py_anchor_codes"
 	gpuprofMapPyCalls            = "py_calls"
 	gpuprofMapPySites            = "py_sites"
 	gpuprofMapPython             = "python"
+	gpuprofMapStacks             = "stacks"
 	gpuprofMapStats              = "stats"
 	gpuprofMapThreads            = "threads"
 	gpuprofMapTwinHits           = "twin_hits"
@@ -286,6 +320,7 @@ const (
 	gpuprofProgApiInstant        = "api_instant"
 	gpuprofProgApiReturn         = "api_return"
 	gpuprofProgBare              = "bare"
+	gpuprofProgCpuSample         = "cpu_sample"
 	gpuprofProgGilEntry          = "gil_entry"
 	gpuprofProgGilReturn         = "gil_return"
 	gpuprofProgIoWrite           = "io_write"
@@ -297,13 +332,17 @@ const (
 	gpuprofProgPyLockEntry       = "py_lock_entry"
 	gpuprofProgPyLockReturn      = "py_lock_return"
 	gpuprofVarCountWaits         = "count_waits"
+	gpuprofVarCpuPeriodNs        = "cpu_period_ns"
 	gpuprofVarGilFollowNs        = "gil_follow_ns"
 	gpuprofVarInstantTwinNs      = "instant_twin_ns"
+	gpuprofVarLaunchStackEvery   = "launch_stack_every"
 	gpuprofVarPyLearnWaitNs      = "py_learn_wait_ns"
 	gpuprofVarPyLearning         = "py_learning"
 	gpuprofVarPyMinWaitNs        = "py_min_wait_ns"
 	gpuprofVarPyReadCookie       = "py_read_cookie"
 	gpuprofVarRtGen              = "rt_gen"
+	gpuprofVarStackCallMinNs     = "stack_call_min_ns"
+	gpuprofVarStackCalls         = "stack_calls"
 	gpuprofVarUnusedCookieLayout = "unused_cookie_layout"
 	gpuprofVarUnusedEvent        = "unused_event"
 	gpuprofVarUnusedEventKind    = "unused_event_kind"
@@ -317,6 +356,8 @@ const (
 	gpuprofVarUnusedPyLayout     = "unused_py_layout"
 	gpuprofVarUnusedPySite       = "unused_py_site"
 	gpuprofVarUnusedPySiteKey    = "unused_py_site_key"
+	gpuprofVarUnusedStackEvent   = "unused_stack_event"
+	gpuprofVarUnusedStackReason  = "unused_stack_reason"
 	gpuprofVarUnusedStat         = "unused_stat"
 	gpuprofVarUnusedTwinKey      = "unused_twin_key"
 	gpuprofVarUnusedWaitCount    = "unused_wait_count"
@@ -370,6 +411,7 @@ type gpuprofProgramSpecs struct {
 	ApiInstant    *ebpf.ProgramSpec `ebpf:"api_instant"`
 	ApiReturn     *ebpf.ProgramSpec `ebpf:"api_return"`
 	Bare          *ebpf.ProgramSpec `ebpf:"bare"`
+	CpuSample     *ebpf.ProgramSpec `ebpf:"cpu_sample"`
 	GilEntry      *ebpf.ProgramSpec `ebpf:"gil_entry"`
 	GilReturn     *ebpf.ProgramSpec `ebpf:"gil_return"`
 	IoWrite       *ebpf.ProgramSpec `ebpf:"io_write"`
@@ -389,10 +431,12 @@ type gpuprofMapSpecs struct {
 	Events        *ebpf.MapSpec `ebpf:"events"`
 	Kernels       *ebpf.MapSpec `ebpf:"kernels"`
 	Pools         *ebpf.MapSpec `ebpf:"pools"`
+	Profiled      *ebpf.MapSpec `ebpf:"profiled"`
 	PyAnchorCodes *ebpf.MapSpec `ebpf:"py_anchor_codes"`
 	PyCalls       *ebpf.MapSpec `ebpf:"py_calls"`
 	PySites       *ebpf.MapSpec `ebpf:"py_sites"`
 	Python        *ebpf.MapSpec `ebpf:"python"`
+	Stacks        *ebpf.MapSpec `ebpf:"stacks"`
 	Stats         *ebpf.MapSpec `ebpf:"stats"`
 	Threads       *ebpf.MapSpec `ebpf:"threads"`
 	TwinHits      *ebpf.MapSpec `ebpf:"twin_hits"`
@@ -404,13 +448,17 @@ type gpuprofMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type gpuprofVariableSpecs struct {
 	CountWaits         *ebpf.VariableSpec `ebpf:"count_waits"`
+	CpuPeriodNs        *ebpf.VariableSpec `ebpf:"cpu_period_ns"`
 	GilFollowNs        *ebpf.VariableSpec `ebpf:"gil_follow_ns"`
 	InstantTwinNs      *ebpf.VariableSpec `ebpf:"instant_twin_ns"`
+	LaunchStackEvery   *ebpf.VariableSpec `ebpf:"launch_stack_every"`
 	PyLearnWaitNs      *ebpf.VariableSpec `ebpf:"py_learn_wait_ns"`
 	PyLearning         *ebpf.VariableSpec `ebpf:"py_learning"`
 	PyMinWaitNs        *ebpf.VariableSpec `ebpf:"py_min_wait_ns"`
 	PyReadCookie       *ebpf.VariableSpec `ebpf:"py_read_cookie"`
 	RtGen              *ebpf.VariableSpec `ebpf:"rt_gen"`
+	StackCallMinNs     *ebpf.VariableSpec `ebpf:"stack_call_min_ns"`
+	StackCalls         *ebpf.VariableSpec `ebpf:"stack_calls"`
 	UnusedCookieLayout *ebpf.VariableSpec `ebpf:"unused_cookie_layout"`
 	UnusedEvent        *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedEventKind    *ebpf.VariableSpec `ebpf:"unused_event_kind"`
@@ -424,6 +472,8 @@ type gpuprofVariableSpecs struct {
 	UnusedPyLayout     *ebpf.VariableSpec `ebpf:"unused_py_layout"`
 	UnusedPySite       *ebpf.VariableSpec `ebpf:"unused_py_site"`
 	UnusedPySiteKey    *ebpf.VariableSpec `ebpf:"unused_py_site_key"`
+	UnusedStackEvent   *ebpf.VariableSpec `ebpf:"unused_stack_event"`
+	UnusedStackReason  *ebpf.VariableSpec `ebpf:"unused_stack_reason"`
 	UnusedStat         *ebpf.VariableSpec `ebpf:"unused_stat"`
 	UnusedTwinKey      *ebpf.VariableSpec `ebpf:"unused_twin_key"`
 	UnusedWaitCount    *ebpf.VariableSpec `ebpf:"unused_wait_count"`
@@ -454,10 +504,12 @@ type gpuprofMaps struct {
 	Events        *ebpf.Map `ebpf:"events"`
 	Kernels       *ebpf.Map `ebpf:"kernels"`
 	Pools         *ebpf.Map `ebpf:"pools"`
+	Profiled      *ebpf.Map `ebpf:"profiled"`
 	PyAnchorCodes *ebpf.Map `ebpf:"py_anchor_codes"`
 	PyCalls       *ebpf.Map `ebpf:"py_calls"`
 	PySites       *ebpf.Map `ebpf:"py_sites"`
 	Python        *ebpf.Map `ebpf:"python"`
+	Stacks        *ebpf.Map `ebpf:"stacks"`
 	Stats         *ebpf.Map `ebpf:"stats"`
 	Threads       *ebpf.Map `ebpf:"threads"`
 	TwinHits      *ebpf.Map `ebpf:"twin_hits"`
@@ -469,10 +521,12 @@ func (m *gpuprofMaps) Close() error {
 		m.Events,
 		m.Kernels,
 		m.Pools,
+		m.Profiled,
 		m.PyAnchorCodes,
 		m.PyCalls,
 		m.PySites,
 		m.Python,
+		m.Stacks,
 		m.Stats,
 		m.Threads,
 		m.TwinHits,
@@ -485,13 +539,17 @@ func (m *gpuprofMaps) Close() error {
 // It can be passed to loadGpuprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type gpuprofVariables struct {
 	CountWaits         *ebpf.Variable `ebpf:"count_waits"`
+	CpuPeriodNs        *ebpf.Variable `ebpf:"cpu_period_ns"`
 	GilFollowNs        *ebpf.Variable `ebpf:"gil_follow_ns"`
 	InstantTwinNs      *ebpf.Variable `ebpf:"instant_twin_ns"`
+	LaunchStackEvery   *ebpf.Variable `ebpf:"launch_stack_every"`
 	PyLearnWaitNs      *ebpf.Variable `ebpf:"py_learn_wait_ns"`
 	PyLearning         *ebpf.Variable `ebpf:"py_learning"`
 	PyMinWaitNs        *ebpf.Variable `ebpf:"py_min_wait_ns"`
 	PyReadCookie       *ebpf.Variable `ebpf:"py_read_cookie"`
 	RtGen              *ebpf.Variable `ebpf:"rt_gen"`
+	StackCallMinNs     *ebpf.Variable `ebpf:"stack_call_min_ns"`
+	StackCalls         *ebpf.Variable `ebpf:"stack_calls"`
 	UnusedCookieLayout *ebpf.Variable `ebpf:"unused_cookie_layout"`
 	UnusedEvent        *ebpf.Variable `ebpf:"unused_event"`
 	UnusedEventKind    *ebpf.Variable `ebpf:"unused_event_kind"`
@@ -505,6 +563,8 @@ type gpuprofVariables struct {
 	UnusedPyLayout     *ebpf.Variable `ebpf:"unused_py_layout"`
 	UnusedPySite       *ebpf.Variable `ebpf:"unused_py_site"`
 	UnusedPySiteKey    *ebpf.Variable `ebpf:"unused_py_site_key"`
+	UnusedStackEvent   *ebpf.Variable `ebpf:"unused_stack_event"`
+	UnusedStackReason  *ebpf.Variable `ebpf:"unused_stack_reason"`
 	UnusedStat         *ebpf.Variable `ebpf:"unused_stat"`
 	UnusedTwinKey      *ebpf.Variable `ebpf:"unused_twin_key"`
 	UnusedWaitCount    *ebpf.Variable `ebpf:"unused_wait_count"`
@@ -520,6 +580,7 @@ type gpuprofPrograms struct {
 	ApiInstant    *ebpf.Program `ebpf:"api_instant"`
 	ApiReturn     *ebpf.Program `ebpf:"api_return"`
 	Bare          *ebpf.Program `ebpf:"bare"`
+	CpuSample     *ebpf.Program `ebpf:"cpu_sample"`
 	GilEntry      *ebpf.Program `ebpf:"gil_entry"`
 	GilReturn     *ebpf.Program `ebpf:"gil_return"`
 	IoWrite       *ebpf.Program `ebpf:"io_write"`
@@ -538,6 +599,7 @@ func (p *gpuprofPrograms) Close() error {
 		p.ApiInstant,
 		p.ApiReturn,
 		p.Bare,
+		p.CpuSample,
 		p.GilEntry,
 		p.GilReturn,
 		p.IoWrite,

@@ -49,6 +49,10 @@ func (p Probe) Cookie() uint64 {
 	if a.Class == cudaapi.ClassGraphLaunch {
 		c |= cookieField(1, bpf.CookieGraphShift, bpf.CookieGraphMask)
 	}
+	if a.Class == cudaapi.ClassSync || a.Class == cudaapi.ClassCopy {
+		// Their stacks are the wait profile's CUDA waits (bpf.Settings.StackCalls).
+		c |= cookieField(1, bpf.CookieStackShift, bpf.CookieStackMask)
+	}
 	if a.Class == cudaapi.ClassRecord && a.Layer == cudaapi.LayerRuntime {
 		c |= cookieField(1, bpf.CookieCallerShift, bpf.CookieCallerMask) // the record's caller tells whose it is (recordsites.go)
 	}

@@ -9,9 +9,10 @@ import (
 )
 
 var (
-	callSize = binary.Size(bpf.Event{})
-	nameSize = binary.Size(bpf.NameEvent{})
-	pySize   = binary.Size(bpf.PyEvent{})
+	callSize  = binary.Size(bpf.Event{})
+	nameSize  = binary.Size(bpf.NameEvent{})
+	pySize    = binary.Size(bpf.PyEvent{})
+	stackSize = binary.Size(bpf.StackEvent{})
 )
 
 // eventKinds is the events kind each record kind (gpuprof.bpf.c's enum
@@ -25,7 +26,12 @@ var eventKinds = [...]events.Kind{
 	bpf.KindPyWait:     events.KindPyWait,
 	bpf.KindPyGIL:      events.KindPyGIL,
 	bpf.KindWrite:      events.KindWrite,
+	bpf.KindStack:      events.KindCPUSample, // or another stack kind, by the record's reason
 }
+
+// stackKinds is the events kind of each stack reason (enum stack_reason).
+var stackKinds = map[uint8]events.Kind{bpf.StackCPU: events.KindCPUSample,
+	bpf.StackLaunch: events.KindLaunchStack, bpf.StackCall: events.KindCallStack}
 
 // decodeRecord turns one ring buffer record into an event.
 func decodeRecord(raw []byte, ev *events.Event) error {
@@ -75,6 +81,8 @@ func decodeRecord(raw []byte, ev *events.Event) error {
 			// Named from the code object by the session (nameFrames).
 			ev.Frames = append(ev.Frames, events.PyFrame{Code: r.Frames[i].Code, Self: r.Frames[i].Self})
 		}
+	case bpf.KindStack:
+		return decodeStack(raw, ev)
 	default:
 		return fmt.Errorf("decode record: unknown kind %d", raw[0])
 	}
@@ -91,4 +99,40 @@ func cString(b []int8) string {
 		out[i] = byte(b[i])
 	}
 	return string(out)
+}
+
+// decodeStack decodes a stack sample. Its native frames are bare
+// addresses (NativeFrame.Offset, no Module) and its Python frames code
+// objects until the session names them (stackSampler.name).
+func decodeStack(raw []byte, ev *events.Event) error {
+	if len(raw) < stackSize {
+		return fmt.Errorf("decode record: %d bytes, want %d", len(raw), stackSize)
+	}
+	var r bpf.StackEvent
+	if _, err := binary.Decode(raw, binary.LittleEndian, &r); err != nil {
+		return fmt.Errorf("decode record: %w", err)
+	}
+	kind, ok := stackKinds[r.Reason]
+	if !ok {
+		return fmt.Errorf("decode record: unknown stack reason %d", r.Reason)
+	}
+	*ev = events.Event{Kind: kind, API: r.Api, PID: r.Pid, TID: r.Tid, Start: r.StartNs, End: r.EndNs}
+	switch kind {
+	case events.KindCPUSample:
+		ev.Args[0] = r.Arg
+	case events.KindLaunchStack:
+		ev.Args[0], ev.Args[1] = r.Arg, r.Weight
+	}
+	if n := int(r.NativeBytes) / 8; n > 0 {
+		ev.Native = make([]events.NativeFrame, 0, min(n, len(r.Native)))
+		for _, a := range r.Native[:min(n, len(r.Native))] {
+			ev.Native = append(ev.Native, events.NativeFrame{Offset: a})
+		}
+	}
+	for _, c := range r.Py[:min(int(r.Npy), len(r.Py))] {
+		if c != 0 { // 0: a C-stack shim frame (py_stack)
+			ev.Frames = append(ev.Frames, events.PyFrame{Code: c})
+		}
+	}
+	return nil
 }

@@ -76,15 +76,56 @@ func TestEventKinds(t *testing.T) {
 		t.Fatal("enum event_kind has no values")
 	}
 	for name, v := range kinds {
-		raw := make([]byte, max(callSize, nameSize, pySize))
+		raw := make([]byte, max(callSize, nameSize, pySize, stackSize))
 		raw[0] = byte(v)
+		raw[1] = bpf.StackCPU // a stack record's reason
 		var e events.Event
 		if err := decodeRecord(raw, &e); err != nil {
 			t.Errorf("%s (%d): %v", name, v, err)
 			continue
 		}
+		if name == "EV_STACK" {
+			if !e.Kind.IsStack() {
+				t.Errorf("EV_STACK decodes to %q, not a stack kind", e.Kind.TraceName())
+			}
+			continue // its kind is its reason's: TestStackReasons
+		}
 		if want := strings.ToLower(strings.TrimPrefix(name, "EV_")); e.Kind.TraceName() != want {
 			t.Errorf("%s (%d) decodes to %q, want %q", name, v, e.Kind.TraceName(), want)
+		}
+	}
+}
+
+// TestStackReasons: every reason of enum stack_reason decodes to a stack
+// kind of its own, with its addresses and code objects as read.
+func TestStackReasons(t *testing.T) {
+	reasons, err := bpf.EnumValues("stack_reason")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[events.Kind]string{}
+	for name, v := range reasons {
+		r := bpf.StackEvent{Kind: bpf.KindStack, Reason: uint8(v), Pid: 7, Tid: 8, NativeBytes: 16, Npy: 1, Arg: 99, Weight: 4}
+		r.Native[0], r.Native[1], r.Native[2] = 0x1000, 0x2000, 0x3000
+		r.Py[0] = 0xabc
+		raw, err := binary.Append(nil, binary.LittleEndian, &r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e events.Event
+		if err := decodeRecord(raw, &e); err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if !e.Kind.IsStack() {
+			t.Errorf("%s decodes to %q, not a stack kind", name, e.Kind.TraceName())
+		}
+		if other, dup := seen[e.Kind]; dup {
+			t.Errorf("%s and %s both decode to %q", name, other, e.Kind.TraceName())
+		}
+		seen[e.Kind] = name
+		if len(e.Native) != 2 || e.Native[1].Offset != 0x2000 || len(e.Frames) != 1 || e.Frames[0].Code != 0xabc {
+			t.Errorf("%s: native %v, frames %v: want the two addresses and one code object", name, e.Native, e.Frames)
 		}
 	}
 }

@@ -46,8 +46,8 @@ type drainer struct {
 // heldMax bounds the events held: ~13 s of the DDP job's rate, ~50 MB.
 const heldMax = 1 << 18
 
-func newDrainer(rd *ringbuf.Reader, poll time.Duration) *drainer {
-	d := &drainer{rd: rd, poll: poll, max: heldMax, ready: make(chan struct{}, 1), done: make(chan struct{})}
+func newDrainer(rd *ringbuf.Reader, poll time.Duration, max int) *drainer {
+	d := &drainer{rd: rd, poll: poll, max: max, ready: make(chan struct{}, 1), done: make(chan struct{})}
 	d.space = sync.NewCond(&d.mu)
 	go d.run()
 	return d

@@ -44,7 +44,7 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 	var err error
 	s.mu.Lock() // Attach may add markers from another goroutine (addMarksLocked)
 	if s.drain == nil {
-		s.drain = newDrainer(s.reader, s.cfg.Poll)
+		s.drain = newDrainer(s.reader, s.cfg.Poll, heldMax)
 	}
 	s.mu.Unlock()
 	exiting := false
@@ -66,6 +66,9 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 		batch, rescan, emptied, err = s.drain.take(batch[:0])
 		if err != nil {
 			return fmt.Errorf("read ring buffer: %w", err)
+		}
+		if s.stacks != nil {
+			batch = s.stacks.take(batch, s.python)
 		}
 		kept := batch[:0]
 		for _, ev := range batch {

@@ -40,6 +40,8 @@ type Config struct {
 	// watchpoints, as where its native anchors cannot be found (for
 	// measuring the two ways against each other).
 	NoNativeAnchors bool
+	// Stacks are the stack samples read for the profiles (stacks.go).
+	Stacks StackConfig
 	Options
 	Log *slog.Logger
 }
@@ -69,6 +71,7 @@ type Session struct {
 	twins    *twinDecider
 	records  *Records
 	sampling *Sampling
+	stacks   *stackSampler // nil: no stacks read (Config.Stacks)
 	// controllers are the above that steer probes from the events, and
 	// the pool learning, in the order Run hands them a batch.
 	controllers []controller
@@ -137,6 +140,7 @@ type Stats struct {
 	KernelMapFull uint64 // launches not counted per kernel: too many kernels
 	StaleCalls    uint64 // calls whose return was never seen
 	NoThreadState uint64 // probe hits with no per-thread state
+	StacksLost    uint64 // stack samples dropped: the stacks ring buffer was full
 	BadRecords    uint64 // records the reader could not decode
 	Events        uint64 // events delivered
 }
@@ -155,7 +159,9 @@ func Open(cfg Config) (*Session, error) {
 	}
 	objs, err := bpf.Load(bpf.Settings{WakeupBytes: uint64(size) / 4, PyMinWaitNS: uint64(cfg.PyMinWait),
 		PyLearnWaitNS: uint64(min(poolLearnWait, cfg.PyMinWait)),
-		PyReadCookie:  uint64(readCookie), CountWaits: cfg.CountWaits})
+		PyReadCookie:  uint64(readCookie), CountWaits: cfg.CountWaits,
+		LaunchStackEvery: uint32(max(cfg.Stacks.LaunchEvery, 0)), StackCalls: cfg.Stacks.Calls,
+		StackCallMinNS: uint64(cfg.Stacks.CallMin), CPUPeriodNS: cfg.Stacks.Period()})
 	if err != nil {
 		return nil, err
 	}
@@ -170,6 +176,13 @@ func Open(cfg Config) (*Session, error) {
 	learning := newPoolLearner(c)
 	sess.python = &cpython{core: c, learning: learning}
 	sess.controllers = []controller{sess.twins, sess.records, learning, sess.sampling}
+	if cfg.Stacks.On() {
+		if sess.stacks, err = newStackSampler(c); err != nil {
+			sess.Close()
+			return nil, err
+		}
+		sess.controllers = append(sess.controllers, sess.stacks)
+	}
 	if !cfg.NoPython {
 		pools := newPoolWatch(func(pid uint32, p bpfPool) error {
 			if p.addr == 0 {
@@ -299,6 +312,9 @@ func (s *Session) Stats() Stats {
 	if d != nil {
 		st.BadRecords = d.bad.Load()
 	}
+	if s.stacks != nil {
+		st.BadRecords += s.stacks.drain.bad.Load()
+	}
 	var vals []uint64
 	for i := uint32(0); i < bpf.NumStats; i++ {
 		if err := s.objs.Stats.Lookup(i, &vals); err != nil {
@@ -317,6 +333,8 @@ func (s *Session) Stats() Stats {
 			st.StaleCalls = sum
 		case bpf.StatNoThreadState:
 			st.NoThreadState = sum
+		case bpf.StatStacksFull:
+			st.StacksLost = sum
 		}
 	}
 	return st
@@ -419,6 +437,9 @@ func (s *Session) Close() error {
 	}
 	wg.Wait()
 	errs = append(errs, detached...)
+	if s.stacks != nil {
+		errs = append(errs, s.stacks.close())
+	}
 	s.closer.wait()
 	if s.progStats != nil {
 		errs = append(errs, s.progStats.Close())

@@ -1,0 +1,214 @@
+package probes
+
+import (
+	"debug/elf"
+	"errors"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/ianlancetaylor/demangle"
+
+	"github.com/gpuprof/gpuprof/cudaapi"
+	"github.com/gpuprof/gpuprof/events"
+)
+
+// symbolizer names the native frames of stack samples: an address is
+// found among the executable mappings of its process (/proc/PID/maps,
+// read again when an address falls outside them, at most once a
+// mapsRetry), and then among the function symbols of the file mapped
+// there. A file's symbols are read once, the first time a stack lands in
+// it, and kept by file (device and inode) for every process mapping it.
+type symbolizer struct {
+	procRoot string
+
+	mu    sync.Mutex
+	procs map[uint32]*procMappings
+	files map[string]*fileSymbols // by MappedFile.Key
+}
+
+// mapsRetry bounds how often a process's maps are read again for an
+// address they did not hold (a library loaded since, or a bad frame
+// pointer: the latter would otherwise reread them at every sample).
+const mapsRetry = time.Second
+
+type procMappings struct {
+	maps   []mapping // executable file mappings, by start address
+	readAt time.Time
+	names  map[uint64]events.NativeFrame // by address: the frames named so far
+}
+
+// namesMax bounds a process's named addresses kept (a JIT or a bad
+// unwinder makes them many): past it they are forgotten and named anew.
+const namesMax = 1 << 18
+
+type fileSymbols struct {
+	syms   []funcSymbol // by address
+	loads  []elf.ProgHeader
+	interp bool // the Python interpreter's own code
+	err    error
+}
+
+type funcSymbol struct {
+	start, end uint64
+	name       string // demangled on first use
+	demangled  bool
+}
+
+func newSymbolizer(procRoot string) *symbolizer {
+	return &symbolizer{procRoot: procRoot, procs: map[uint32]*procMappings{}, files: map[string]*fileSymbols{}}
+}
+
+// frames names addrs, innermost first, as process pid maps them.
+func (s *symbolizer) frames(pid uint32, addrs []uint64, now time.Time) []events.NativeFrame {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.procs[pid]
+	if p == nil {
+		p = &procMappings{names: map[uint64]events.NativeFrame{}}
+		s.procs[pid] = p
+		s.readMaps(pid, p, now)
+	}
+	out := make([]events.NativeFrame, 0, len(addrs))
+	for _, a := range addrs {
+		f, ok := p.names[a]
+		if !ok {
+			f = s.name(pid, p, a, now)
+			if len(p.names) >= namesMax {
+				clear(p.names)
+			}
+			p.names[a] = f
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// forget drops what is known of a process that exited.
+func (s *symbolizer) forget(pid uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.procs, pid)
+}
+
+func (s *symbolizer) readMaps(pid uint32, p *procMappings, now time.Time) {
+	p.readAt = now
+	all, err := readMaps(s.procRoot, int(pid))
+	if err != nil {
+		return // gone: its frames stay unnamed
+	}
+	p.maps = p.maps[:0]
+	for _, m := range all {
+		if len(m.perms) >= 3 && m.perms[2] == 'x' && m.inode != 0 && filepath.IsAbs(m.path) {
+			p.maps = append(p.maps, m)
+		}
+	}
+	slices.SortFunc(p.maps, func(a, b mapping) int { return cmpU64(a.start, b.start) })
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// name is the frame at address a of process pid.
+func (s *symbolizer) name(pid uint32, p *procMappings, a uint64, now time.Time) events.NativeFrame {
+	m, ok := findMapping(p.maps, a)
+	if !ok && now.Sub(p.readAt) >= mapsRetry {
+		s.readMaps(pid, p, now)
+		m, ok = findMapping(p.maps, a)
+	}
+	if !ok {
+		return events.NativeFrame{Offset: a}
+	}
+	f := m.file(s.procRoot, int(pid))
+	off := a - m.start + m.offset
+	frame := events.NativeFrame{Module: f.Base(), Offset: off}
+	fs := s.files[f.Key()]
+	if fs == nil {
+		fs = readFileSymbols(f)
+		s.files[f.Key()] = fs
+	}
+	frame.Interp = fs.interp
+	if name, ok := fs.lookup(off); ok {
+		frame.Func, frame.Offset = name, 0
+	}
+	return frame
+}
+
+func findMapping(maps []mapping, a uint64) (mapping, bool) {
+	i := sort.Search(len(maps), func(i int) bool { return maps[i].end > a })
+	if i < len(maps) && maps[i].start <= a {
+		return maps[i], true
+	}
+	return mapping{}, false
+}
+
+// interpFile matches the files of CPython's own code: the interpreter
+// (python3.12, python3) and its shared library (libpython3.12.so.1.0).
+var interpFile = regexp.MustCompile(`^(lib)?python[0-9.]*(d|m)?(\.so.*)?$`)
+
+func readFileSymbols(f MappedFile) *fileSymbols {
+	fs := &fileSymbols{interp: interpFile.MatchString(f.Base())}
+	ef, err := elf.Open(f.HostPath)
+	if err != nil {
+		fs.err = err
+		return fs
+	}
+	defer ef.Close()
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD {
+			fs.loads = append(fs.loads, p.ProgHeader)
+		}
+	}
+	seen := map[uint64]bool{}
+	for _, read := range []func() ([]elf.Symbol, error){ef.DynamicSymbols, ef.Symbols} {
+		syms, err := read()
+		if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
+			continue
+		}
+		for _, sym := range syms {
+			t := elf.ST_TYPE(sym.Info)
+			if (t != elf.STT_FUNC && t != elf.STT_GNU_IFUNC) || sym.Value == 0 || sym.Section == elf.SHN_UNDEF || seen[sym.Value] {
+				continue
+			}
+			seen[sym.Value] = true
+			size := max(sym.Size, 1)
+			fs.syms = append(fs.syms, funcSymbol{start: sym.Value, end: sym.Value + size, name: cudaapi.StripVersion(sym.Name)})
+		}
+	}
+	slices.SortFunc(fs.syms, func(a, b funcSymbol) int { return cmpU64(a.start, b.start) })
+	return fs
+}
+
+// lookup is the function holding file offset off, demangled without its
+// parameters (frames merge by name: one name a function).
+func (fs *fileSymbols) lookup(off uint64) (string, bool) {
+	vaddr, ok := uint64(0), false
+	for _, p := range fs.loads {
+		if off >= p.Off && off < p.Off+p.Filesz {
+			vaddr, ok = off-p.Off+p.Vaddr, true
+			break
+		}
+	}
+	if !ok {
+		return "", false
+	}
+	i := sort.Search(len(fs.syms), func(i int) bool { return fs.syms[i].start > vaddr }) - 1
+	if i < 0 || vaddr >= fs.syms[i].end {
+		return "", false
+	}
+	sym := &fs.syms[i]
+	if !sym.demangled {
+		sym.name, sym.demangled = demangle.Filter(sym.name, demangle.NoParams), true
+	}
+	return sym.name, true
+}
