@@ -109,7 +109,7 @@ func wholeGetsProbe(tb testing.TB, function string) UserProbe {
 }
 
 // runFor runs the session until d passes or the targets exit.
-func runFor(t *testing.T, s *Session, d time.Duration) (*collector, error) {
+func runFor(t testing.TB, s *Session, d time.Duration) (*collector, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
