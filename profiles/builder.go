@@ -289,6 +289,14 @@ func (b *Builder) Flush(nowNS uint64, final bool) []Profile {
 			delete(p.slots, i)
 			p.flushedTo = max(p.flushedTo, sl.end)
 		}
+		if nowNS > b.lag {
+			// A window that ends past the lag bound is sent whether it
+			// was made or not: samples for it come too late, and the
+			// steps before it are no longer needed, in a process with
+			// steps and no samples too.
+			start, _ := b.bounds(b.windowIndex(nowNS - b.lag))
+			p.flushedTo = max(p.flushedTo, start)
+		}
 		// Steps before the windows still open label nothing more.
 		keep := 0
 		for keep < len(p.steps) && p.steps[keep].end <= p.flushedTo {

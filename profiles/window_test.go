@@ -154,3 +154,21 @@ func TestBoundedStacks(t *testing.T) {
 		t.Errorf("by phase %v (%d unplaced), want %v", got, b.Stats().Unplaced, want)
 	}
 }
+
+// TestStepsForgotten: the steps kept to label samples go once the lag
+// bound is past them, in a process with no samples too.
+func TestStepsForgotten(t *testing.T) {
+	b := New(Config{Interval: time.Second})
+	for i := range 1000 {
+		b.Step(step(i, span(correlate.PhaseCompute, uint64(i)*10*ms, uint64(i+1)*10*ms)))
+		b.Flush(uint64(i+1)*10*ms, false)
+	}
+	// Steps end at 10 s; the lag bound is at 7 s, where a window begins.
+	if n := len(b.procs[100].steps); n != 300 {
+		t.Errorf("%d steps kept, want the 300 since 7 s", n)
+	}
+	b.Add(cpuSample(101, 5*s))
+	if b.Stats().Late != 1 {
+		t.Errorf("a sample of a window past the lag bound was not counted late")
+	}
+}
