@@ -9,4 +9,10 @@
 // step is known (or, past a lag bound, as outside any step). It keeps no
 // events, and bounds each window's stacks and samples. docs/profiles.md
 // says what each profile holds and how GPU time by stack is estimated.
+//
+// Files: builder.go the Builder and its windows by wall-clock interval;
+// add.go events into samples; stack.go their stacks; window.go a window's
+// stacks, samples and bounds; steps.go labelling by step and phase; gpu.go
+// sharing a step's GPU time; flush.go steps in, complete windows out;
+// pprof.go a window as a pprof; stats.go the counts.
 package profiles
