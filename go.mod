@@ -25,6 +25,10 @@ require github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724
 // building needs no driver) and the DGX mocks its tests run on.
 require github.com/NVIDIA/go-nvml v0.13.4-1
 
+// Builds the profiles pushed to Pyroscope (profiles/): pprof's own
+// types and encoder, the format the server ingests.
+require github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
+
 require github.com/google/uuid v1.6.0 // indirect
 
 tool github.com/cilium/ebpf/cmd/bpf2go

@@ -14,8 +14,8 @@ func (b *builder) measure() Step {
 		OtherLaunches: b.others, LaunchesCounted: b.complete && !b.byCalls, WaitKindsCounted: b.waitsObserved && b.waitsComplete}
 	s.WallTime = seconds(s.EndNS - s.StartNS)
 	var readings, waits, takes []item
-	var writes [][2]uint64            // start, and end once the GIL is back
-	var data, dataWaits, calls []span // calls: the thread's calls, gets that were no wait included
+	var writes [][2]uint64                   // start, and end once the GIL is back
+	var data, dataWaits, calls, syncs []span // calls: the thread's calls, gets that were no wait included
 	var toks []phaseToken
 	var launchStarts, probeStarts, launchEnds, probeEnds []uint64
 	var firstLaunch, lastSyncAfter, firstCall, computeStart uint64
@@ -74,6 +74,7 @@ func (b *builder) measure() Step {
 		case cudaapi.ClassSync:
 			s.Syncs++
 			s.SyncTime += seconds(e.Duration())
+			syncs = append(syncs, span{e.Start, e.End})
 			if firstLaunch != 0 && e.Start >= firstLaunch {
 				lastSyncAfter = e.End
 			}
@@ -152,6 +153,10 @@ func (b *builder) measure() Step {
 			}
 		}
 	}
+	// Launches by other threads (autograd's backward) are the step's
+	// compute too: the step thread waits for them.
+	computing := s.ComputeSource != ComputeNone || s.Launches+s.GraphLaunches+s.OtherLaunches > 0
+	s.Phases = timeline(s.StartNS, s.EndNS, begin, dispatch, phases, syncs, computing)
 	batch := b.batch
 	switch {
 	case batch > 0:

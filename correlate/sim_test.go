@@ -91,6 +91,7 @@ func run(t testing.TB, cfg Config, evs []events.Event) (*Correlator, []Step) {
 		steps = append(steps, c.Add(&evs[i])...)
 	}
 	steps = append(steps, c.Finish()...)
+	checkTimelines(t, steps)
 	return c, steps
 }
 
@@ -106,7 +107,9 @@ func runPython(t testing.TB, evs []events.Event) (*Correlator, []Step) {
 	for i := range evs {
 		steps = append(steps, c.Add(&evs[i])...)
 	}
-	return c, append(steps, c.Finish()...)
+	steps = append(steps, c.Finish()...)
+	checkTimelines(t, steps)
+	return c, steps
 }
 
 const (

@@ -126,6 +126,11 @@ type Step struct {
 	// GPU is the hardware state of the process's GPUs while the step ran
 	// (NVML), where sampled.
 	GPU *StepGPU `json:"gpu,omitempty"`
+
+	// Phases is the step thread's timeline from StartNS to EndNS
+	// (timeline.go), for labelling profile samples by phase; its sums are
+	// the times above (PhaseTime). Not written: the JSONL has the sums.
+	Phases []PhaseSpan `json:"-"`
 }
 
 func addCopy(s *Step, dir cudaapi.Dir, n uint64) {

@@ -27,6 +27,16 @@ const (
 
 func (k WaitKind) String() string { return [...]string{"dispatch", "data", "lock", "io", "full"}[k] }
 
+// ClassifyWait is what a Python wait (KindPyWait) waited for, by its
+// frames and the libc function it blocked in alone: the wait profile's
+// label. The correlator may know more of a get in a step (a whole get
+// that found its sample there is the step's data, gets.go), which its
+// steps' sums and phases hold and this does not.
+func ClassifyWait(e *events.Event) WaitKind {
+	k, _, _ := classifyWait(e)
+	return k
+}
+
 // classifyWait names what a Python wait event waited for: sleeps by the
 // libc function they blocked in, the rest by their frames. For a queue's
 // get or put it also returns the queue object's address (0 if unknown).
