@@ -29,6 +29,22 @@ require github.com/NVIDIA/go-nvml v0.13.4-1
 // types and encoder, the format the server ingests.
 require github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
 
-require github.com/google/uuid v1.6.0 // indirect
+// Serves --metrics-addr to Prometheus (metrics/): the registry, the text
+// and protobuf formats, the Go and process collectors, promlint for tests.
+require github.com/prometheus/client_golang v1.25.0
+
+// client_golang's metric types, which metrics/'s tests read what the
+// registry gathers as (a version client_golang requires anyway).
+require github.com/prometheus/client_model v0.6.3
+
+require (
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/common v0.72.0 // indirect
+	github.com/prometheus/procfs v0.22.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+)
 
 tool github.com/cilium/ebpf/cmd/bpf2go

@@ -1,6 +1,7 @@
 package nvml
 
 import (
+	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -58,8 +59,11 @@ func (s *Sampler) askNow(g *gpu, f field, name string, call func() nvml.Return) 
 	}
 	ret, err := s.calls.do(name, g.info.Index, s.cfg.CallTimeout, call)
 	switch {
+	case errors.Is(err, errTimedOut):
+		s.failed.Add(1)
+		return false // logged
 	case err != nil:
-		return false // timed out (logged) or not made
+		return false // not made
 	case ret == nvml.SUCCESS:
 		g.answered = true
 		return true
@@ -67,14 +71,21 @@ func (s *Sampler) askNow(g *gpu, f field, name string, call func() nvml.Return) 
 		g.unsupported.add(f)
 		s.notice(f, g.info.Index, name, ret)
 	case lost(ret):
+		s.failed.Add(1)
 		g.lost = true
 		s.log.Warn("GPU lost: no longer sampled", "gpu", g.info.Index, "call", name, "err", ret.Error())
 	default:
 		// Transient (ERROR_UNKNOWN, ERROR_TIMEOUT ...): absent this round only.
+		s.failed.Add(1)
 		s.log.Debug("NVML call failed", "call", name, "gpu", g.info.Index, "err", ret.Error())
 	}
 	return false
 }
+
+// Errors counts the sampling calls that failed: timed out, found the GPU
+// lost, or failed for the round (ERROR_UNKNOWN ...). A field the GPU does
+// not support is not one: it is asked once and left out.
+func (s *Sampler) Errors() uint64 { return s.failed.Load() }
 
 // pendingField gathers the GPUs on which a field turned out unsupported, so
 // that one line names them all.

@@ -76,6 +76,9 @@ func TestUnsupportedFields(t *testing.T) {
 			t.Errorf("warnings holding %q: %d, want 1", w, len(got))
 		}
 	}
+	if n := s.Errors(); n != 0 {
+		t.Errorf("Errors() = %d: unsupported fields counted as errors", n)
+	}
 	if n := len(logs.lines("WARN")); n != 6 {
 		t.Errorf("%d warnings, want one per field (6):\n%s", n, logs)
 	}
@@ -132,6 +135,9 @@ func TestGPULost(t *testing.T) {
 				t.Errorf("round %d: %+v", round, smp)
 			}
 		}
+	}
+	if n := s.Errors(); n != 1 {
+		t.Errorf("Errors() = %d after one GPU lost, want 1", n)
 	}
 	if n := len(h.Devs[3].GetUtilizationRatesCalls()); n != 2 {
 		t.Errorf("lost GPU asked %d times, want 2 (before and at the loss)", n)
@@ -211,6 +217,9 @@ func TestHungCall(t *testing.T) {
 		t.Errorf("NVML called %d times while stuck", n-utilCalls)
 	}
 	w := logs.lines("WARN")
+	if n := s.Errors(); n != 1 {
+		t.Errorf("Errors() = %d after one hung call (and rounds not made while stuck), want 1", n)
+	}
 	if len(w) != 1 || !strings.Contains(w[0], "call=GetPowerUsage gpu=2 ") {
 		t.Errorf("warnings: %q, want one naming GetPowerUsage on GPU 2", w)
 	}

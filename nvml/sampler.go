@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -65,6 +66,8 @@ type Sampler struct {
 	// memoryV2: the driver has GetMemoryInfo_v2 (R510+), whose "used"
 	// leaves out the memory the driver reserves, as nvidia-smi shows it.
 	memoryV2 bool
+
+	failed atomic.Uint64 // sampling calls that failed (Errors)
 
 	mu      sync.Mutex // one round (or process listing, or Close) at a time
 	closed  bool

@@ -47,6 +47,7 @@ type profileFlags struct {
 	children    bool
 	normalPrio  bool
 	gpu         gpuFlags
+	metrics     metricsFlags
 
 	// parsed from preset and probeSpecs
 	user  []probes.UserProbe
@@ -73,6 +74,7 @@ func (f *profileFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.children, "children", false, "follow the targets' child processes too (ranks, DataLoader workers, engines)")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no live line")
 	f.gpu.register(fs)
+	f.metrics.register(fs)
 	fs.BoolVar(&f.normalPrio, "normal-sched", false, "run gpuprof's threads under the normal scheduling policy (default: SCHED_BATCH, so that they never preempt the job's threads as they wake)")
 	fs.BoolVar(&f.probeStats, "probe-stats", false, "at the end, print how often each BPF program ran and for how long (turns on the kernel's BPF statistics while attached)")
 }
@@ -143,7 +145,15 @@ func openSession(f *profileFlags) (*probes.Session, error) {
 		cfg.CPUOnlyAfter = cpuOnlyAfter
 		cfg.CPUOnlyPeriod, cfg.CPUOnlyOn = f.controlConfig(nil).LaunchCycle()
 	}
-	return probes.Open(cfg)
+	// Before anything is attached or started: a port in use fails now.
+	if err := f.metrics.listen(); err != nil {
+		return nil, err
+	}
+	sess, err := probes.Open(cfg)
+	if err != nil {
+		f.metrics.close()
+	}
+	return sess, err
 }
 
 // profile follows the attached targets until ctx ends, the duration passes
@@ -154,6 +164,14 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		live = report.NewLive(io.Discard, false)
 	}
 	outs := &stepOutputs{live: live}
+	defer f.metrics.close()
+	exp, err := f.metrics.serve(gw, f.gpu.interval, sessionHealth(sess, gw), live)
+	if err != nil {
+		return err
+	}
+	if exp != nil {
+		outs.more = append(outs.more, exp)
+	}
 	loopCfg := f.controlConfig(gw.state)
 	loop, err := control.New(loopCfg, steer(sess), outs)
 	if err != nil {
@@ -199,7 +217,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		ctx, cancel = context.WithTimeout(ctx, f.duration)
 		defer cancel()
 	}
-	out := &sink{trace: trace, loop: loop}
+	out := &sink{trace: trace, loop: loop, metrics: exp}
 	stopGPUs := gw.run(ctx, out.add, func(x events.Xid) { out.add(x.Event()) })
 	start := time.Now()
 	var lost uint64
@@ -236,6 +254,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	}
 	attached := time.Since(start)
 	writeSummaries(stdout, sess, loop, attached, sampling)
+	f.metrics.writeSummary(stdout)
 	if gw.state != nil {
 		runs := gw.state.Runs()
 		report.WriteGPUs(stdout, runs, correlate.Groups(runs, gw.groups), gw.views)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/gpuprof/gpuprof/control"
 	"github.com/gpuprof/gpuprof/events"
+	"github.com/gpuprof/gpuprof/metrics"
 )
 
 // sink takes events from the probes and rounds from the GPU sampler, two
@@ -16,7 +17,8 @@ type sink struct {
 	trace    *events.TraceWriter // nil: not recording
 	traceErr error
 	loop     *control.Loop
-	seen     map[uint32]bool // processes whose identity was looked up
+	seen     map[uint32]bool   // processes whose identity was looked up
+	metrics  *metrics.Exporter // nil: no --metrics-addr; takes the GPU rounds and Xids
 }
 
 // add takes a batch of events, in order.
@@ -48,4 +50,12 @@ func (s *sink) put(e *events.Event) {
 		s.traceErr = s.trace.Write(e)
 	}
 	s.loop.Add(e)
+	if s.metrics != nil {
+		switch e.Kind {
+		case events.KindGPUSamples:
+			s.metrics.GPUs(e.GPUs)
+		case events.KindXid:
+			s.metrics.Xid(events.XidOf(e))
+		}
+	}
 }
