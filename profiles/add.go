@@ -16,6 +16,10 @@ const (
 // sourceNone is the gpu_time_source of launches no step's GPU time went to.
 const sourceNone = "none"
 
+// sourceEngine is the gpu_time_source of an inference engine thread's
+// launches: counted, with no GPU time (no step of the engine's is timed).
+const sourceEngine = "engine"
+
 // defaultPeriod is the on-CPU sampling period where a sample says none:
 // 97 Hz, as perf and Grafana Alloy sample.
 const defaultPeriod = int64(1e9) / 97
@@ -55,6 +59,14 @@ func (b *Builder) Add(e *events.Event) {
 		stack := stackOf(e.Frames, nil)
 		b.waits[uint64(e.PID)<<32|uint64(e.TID)] = lastWait{e.End, stack}
 		b.addSpan(e.PID, e.TID, e.Start, e.End, stack, correlate.ClassifyWait(e).String())
+	case events.KindCall:
+		if a := e.Desc(); a.Class == cudaapi.ClassSync || (a.Class == cudaapi.ClassCopy && e.Dir() == cudaapi.DirDtoH) {
+			p := b.proc(e.PID)
+			if p.engines == nil {
+				p.engines = map[uint32]bool{}
+			}
+			p.engines[e.TID] = true // the step thread's own calls are told apart at its steps
+		}
 	case events.KindPyGIL:
 		// The tail of the wait it follows, as the correlator joins them
 		// (within events.GILFollowNS); after a write, no stack is known.

@@ -44,6 +44,12 @@ func (b *Builder) Flush(nowNS uint64, final bool) []Profile {
 	slices.Sort(pids)
 	for _, pid := range pids {
 		p := b.procs[pid]
+		if final && p.carriedSteps > 0 {
+			// No step came to take their GPU time.
+			b.stats.StepsNoStacks += p.carriedSteps
+			b.stats.GPUNoStacksNS += p.carriedNS
+			p.carriedNS, p.carriedSteps = 0, 0
+		}
 		idx := make([]int64, 0, len(p.slots))
 		for i := range p.slots {
 			idx = append(idx, i)

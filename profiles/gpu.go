@@ -41,6 +41,12 @@ func (b *Builder) shareGPU(p *proc, s *correlate.Step) {
 				kept = append(kept, ps)
 				continue
 			}
+			if ps.tid != s.TID && p.engines[ps.tid] {
+				// An engine's launches: counted, with no GPU time of
+				// the step's.
+				w.fold(ps.stack, labels{phase: correlate.PhaseOther, kind: sourceEngine}, ps.value, 0)
+				continue
+			}
 			// Launches of other threads (autograd's backward) run in
 			// the step thread's phase then: its compute.
 			k := sampleKey{ps.stack, labels{phase: s.PhaseAt(ps.start), kind: source, span: s.Index + 1}}
@@ -59,15 +65,27 @@ func (b *Builder) shareGPU(p *proc, s *correlate.Step) {
 	}
 	gpuNS := uint64(math.Round(max(s.ComputeTime, 0) * 1e9))
 	switch {
+	case len(groups) == 0 && s.LaunchesCounted && s.Launches+s.GraphLaunches > 0 && s.ComputeSource != correlate.ComputeNone:
+		// Launches were counted, none of them sampled (a step of fewer
+		// launches than one in LaunchEvery): the next step's stacks
+		// take its GPU time.
+		p.carriedNS += gpuNS
+		p.carriedSteps++
+		return
 	case len(groups) == 0:
 		b.stats.StepsNoStacks++
-		b.stats.GPUNoStacksNS += gpuNS
+		b.stats.GPUNoStacksNS += gpuNS + p.carriedNS
+		b.stats.StepsNoStacks += p.carriedSteps
+		p.carriedNS, p.carriedSteps = 0, 0
 		return
 	case s.ComputeSource == correlate.ComputeNone:
 		b.stats.StepsNoGPUTime++
 	default:
 		b.stats.StepsCovered++
+		b.stats.StepsCarried += p.carriedSteps
+		gpuNS += p.carriedNS
 		b.stats.GPUCoveredNS += gpuNS
+		p.carriedNS, p.carriedSteps = 0, 0
 	}
 	weights := make([]uint64, len(groups))
 	for i, g := range groups {

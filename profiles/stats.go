@@ -7,6 +7,10 @@ type Stats struct {
 	// GPUCoveredNS their GPU time, what the GPU profile's gpu_time sums to.
 	StepsCovered int
 	GPUCoveredNS uint64
+	// StepsCarried are steps with launches counted but none of them
+	// sampled: their GPU time went to the next covered step's stacks
+	// (and is in GPUCoveredNS), StepsCovered not counting them.
+	StepsCarried int
 	// StepsNoStacks are the steps left out of the GPU profile, no launch
 	// sampled in them (launch counting was off); GPUNoStacksNS their GPU
 	// time.

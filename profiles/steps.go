@@ -28,6 +28,16 @@ type proc struct {
 	lastEnd   uint64 // the latest step's end: samples up to it are labelled at once
 	slots     map[int64]*slot
 	flushedTo uint64 // windows ending by this were sent: samples there come too late
+	// engines are its threads seen waiting for the GPU's results (a sync
+	// or a device-to-host copy) other than its step thread: inference
+	// engines, whose launches are not the step's (correlate/engines.go
+	// tells them apart the same way; autograd's threads never wait).
+	engines map[uint32]bool
+	// carriedNS is the GPU time of the steps since the last one with a
+	// launch stack, launches counted all through them: given to the next
+	// step's stacks (a loop's steps launch alike).
+	carriedNS    uint64
+	carriedSteps int
 }
 
 // slot is one window of a process, a window a profile type.
