@@ -25,6 +25,14 @@ require github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724
 // building needs no driver) and the DGX mocks its tests run on.
 require github.com/NVIDIA/go-nvml v0.13.4-1
 
+// The profiles gpuprof sends to Pyroscope are pprof profiles built with
+// Go's pprof package (untagged: the latest commit), and pyroscope-go's
+// upstream/remote sends them (v1.5.0, the newest the module proxy serves).
+require (
+	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
+	github.com/grafana/pyroscope-go v1.5.0
+)
+
 require github.com/google/uuid v1.6.0 // indirect
 
 tool github.com/cilium/ebpf/cmd/bpf2go
