@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -51,6 +52,10 @@ func (a attempt) reason() Reason {
 	case a.status == http.StatusUnauthorized || a.status == http.StatusForbidden:
 		return Auth
 	case a.status == http.StatusTooManyRequests:
+		return RateLimited
+	case a.status == http.StatusUnprocessableEntity && strings.Contains(a.logged, "resource_exhausted"):
+		// Pyroscope v1.9.0's /ingest answers its rate limit with 422,
+		// "resource_exhausted: push rate limit ... exceeded" (seen).
 		return RateLimited
 	case a.status >= 500:
 		return ServerError

@@ -43,11 +43,12 @@ func TestAttemptReasons(t *testing.T) {
 		{status: 403}:                    Auth,
 		{status: 429}:                    RateLimited,
 		{status: 422}:                    Rejected,
-		{status: 400}:                    Rejected,
-		{status: 301}:                    Rejected,
-		{status: 500}:                    ServerError,
-		{status: 503}:                    ServerError,
-		{logged: "new http request: x"}:  Other,
+		{status: 422, logged: `upload profile: failed to upload: (422) '{"code":"unknown","message":"pushing IngestInput-pprof failed resource_exhausted: push rate limit (4.0 MiB) exceeded while adding 2.5 MiB"}'`}: RateLimited,
+		{status: 400}:                   Rejected,
+		{status: 301}:                   Rejected,
+		{status: 500}:                   ServerError,
+		{status: 503}:                   ServerError,
+		{logged: "new http request: x"}: Other,
 	} {
 		if got := a.reason(); got != want {
 			t.Errorf("%+v: %q, want %q", a, got, want)
