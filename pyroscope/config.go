@@ -22,8 +22,8 @@ type Config struct {
 	// the same names win.
 	Labels map[string]string
 	// Interval is the profiling window. An upload that failed is retried
-	// (429, 5xx, refused, reset) until its window is over, then counted
-	// failed: the next window's profiles are what matter by then.
+	// (rate limits, 5xx, refused, reset) until its window is over, then
+	// counted failed: the next window's profiles matter more by then.
 	Interval time.Duration
 	// Timeout bounds one upload's request, answer included.
 	Timeout time.Duration
@@ -50,7 +50,8 @@ const (
 	DefaultMaxSamples = 16000
 	// The server refuses 4 MiB (validation.max-profile-size-bytes), but a
 	// push larger than its ingestion burst (distributor.ingestion-burst-
-	// size-mb, 2 MiB by default) is refused with 429 at any rate.
+	// size-mb, 2 MiB by default) is refused as rate-limited at any rate
+	// (422 resource_exhausted on /ingest, seen).
 	DefaultMaxProfileBytes = 2 << 20
 	// SpyName is what the server files gpuprof's profiles under
 	// (pyroscope_spy); pyspy or rbspy would have it rewrite frame names.

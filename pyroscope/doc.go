@@ -30,5 +30,5 @@
 // before sending (names.go, encode.go): the service part of the name, label
 // names and values, profiles within the server's ingestion window, at most
 // 16,000 samples and, by default, 2 MiB uncompressed (the server's burst
-// size: a larger push is refused with 429 however long one waits).
+// size: a larger push is refused as rate-limited however long one waits).
 package pyroscope

@@ -19,7 +19,7 @@ const (
 	Timeout     Reason = "timeout"      // no answer within Config.Timeout
 	Network     Reason = "network"      // any other transport error (DNS, reset, TLS)
 	Auth        Reason = "auth"         // 401 or 403: user, password or tenant
-	RateLimited Reason = "rate_limited" // 429
+	RateLimited Reason = "rate_limited" // 429, or 422 resource_exhausted (Pyroscope's /ingest)
 	Rejected    Reason = "rejected"     // any other 4xx (400, 413, 422): the server will not take it
 	ServerError Reason = "server_error" // 5xx
 	Other       Reason = "other"        // no HTTP answer and no transport error: pyroscope-go failed before sending
