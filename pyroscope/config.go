@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -111,20 +112,20 @@ var ErrCredentialsInURL = errors.New("the URL holds credentials: give them apart
 // https, a host, and no credentials.
 func CheckURL(raw string) error {
 	u, err := url.Parse(raw)
-	if err != nil {
-		return fmt.Errorf("pyroscope URL %q: %w", raw, err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("pyroscope URL %q: give an http:// or https:// URL, e.g. http://127.0.0.1:4040", raw)
-	}
-	if u.Host == "" {
-		return fmt.Errorf("pyroscope URL %q has no host: give e.g. http://127.0.0.1:4040", raw)
-	}
-	if u.User != nil {
+	if err == nil && u.User != nil {
 		return fmt.Errorf("pyroscope URL %s: %w", u.Redacted(), ErrCredentialsInURL)
 	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return fmt.Errorf("pyroscope URL %q: give the server's base URL, without a query or fragment", raw)
+	shown := raw // never a password, even in a URL that does not parse
+	if i := strings.LastIndex(raw, "@"); i >= 0 {
+		shown = "..." + raw[i:]
+	}
+	switch {
+	case err != nil || u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("pyroscope URL %q: give an http:// or https:// URL, e.g. http://127.0.0.1:4040", shown)
+	case u.Host == "":
+		return fmt.Errorf("pyroscope URL %q has no host: give e.g. http://127.0.0.1:4040", shown)
+	case u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("pyroscope URL %q: give the server's base URL, without a query or fragment", shown)
 	}
 	return nil
 }

@@ -47,6 +47,7 @@ type profileFlags struct {
 	children    bool
 	normalPrio  bool
 	gpu         gpuFlags
+	pyroscope   pyroscopeFlags
 
 	// parsed from preset and probeSpecs
 	user  []probes.UserProbe
@@ -73,6 +74,7 @@ func (f *profileFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.children, "children", false, "follow the targets' child processes too (ranks, DataLoader workers, engines)")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no live line")
 	f.gpu.register(fs)
+	f.pyroscope.register(fs)
 	fs.BoolVar(&f.normalPrio, "normal-sched", false, "run gpuprof's threads under the normal scheduling policy (default: SCHED_BATCH, so that they never preempt the job's threads as they wake)")
 	fs.BoolVar(&f.probeStats, "probe-stats", false, "at the end, print how often each BPF program ran and for how long (turns on the kernel's BPF statistics while attached)")
 }
