@@ -279,3 +279,26 @@ func TestCloseFlushesAndIsIdempotent(t *testing.T) {
 		t.Errorf("push after Close: dropped %v, received %d", st.Dropped, len(srv.received()))
 	}
 }
+
+// A server failing every other upload gets a few lines a minute, not
+// one a window: the warning, the note that uploads resumed, the warning
+// that they fail again, then nothing more within the minute.
+func TestFaultLogThrottled(t *testing.T) {
+	srv := newFakeServer(t, func(_ http.ResponseWriter, _ *http.Request, n int64) int {
+		if n%2 == 1 {
+			return http.StatusUnauthorized
+		}
+		return http.StatusOK
+	})
+	p, logs := newPusher(t, Config{URL: srv.URL, Lanes: 1})
+	for r := range 8 {
+		p.Push(upload(r, 3))
+		waitFor(t, 10*time.Second, "the upload done", func() bool { st := p.Stats(); return st.Sent+st.FailedTotal() == uint64(r+1) })
+	}
+	if st := p.Stats(); st.Sent != 4 || st.Failed[Auth] != 4 {
+		t.Fatalf("sent %d, failed %v; want 4 and auth 4", st.Sent, st.Failed)
+	}
+	if w, r := strings.Count(logs.String(), "reason=auth"), strings.Count(logs.String(), "uploads resumed"); w != 2 || r != 1 {
+		t.Errorf("%d warnings and %d resumed notes for 4 failures between successes, want 2 and 1:\n%s", w, r, logs)
+	}
+}

@@ -49,17 +49,18 @@ type Pusher struct {
 	q        queue
 	st       Stats
 	closed   bool
-	flushBy  time.Time         // Close's flush deadline, once closing
-	warned   map[Reason]bool   // reasons logged since the last success
-	unsentAt map[Reason]uint64 // failures and drops since the last success
+	flushBy  time.Time            // Close's flush deadline, once closing
+	warned   map[Reason]time.Time // when each reason was last logged
+	unsentAt map[Reason]uint64    // failures and drops since the last success
+	resumed  time.Time            // when "uploads resumed" was last logged
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
 // New starts a Pusher's lanes; nothing is sent until Push. log gets a
-// warning when uploads start to fail or be dropped (once a reason until
-// they succeed again), and one when they resume.
+// warning when uploads start to fail or be dropped (a reason at most once
+// a minute), and a note when they resume.
 func New(cfg Config, log *slog.Logger) (*Pusher, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -74,7 +75,7 @@ func New(cfg Config, log *slog.Logger) (*Pusher, error) {
 		wake: make(chan struct{}, 1), drain: make(chan struct{}),
 		q:      queue{maxLen: cfg.QueueLen, maxBytes: cfg.QueueBytes},
 		st:     Stats{Failed: map[Reason]uint64{}, Dropped: map[Reason]uint64{}},
-		warned: map[Reason]bool{}, unsentAt: map[Reason]uint64{},
+		warned: map[Reason]time.Time{}, unsentAt: map[Reason]uint64{},
 	}
 	client := newHTTPClient(cfg)
 	for range cfg.Lanes {
@@ -250,13 +251,14 @@ func (p *Pusher) done(j *job, o outcome, r Reason, a attempt) {
 		p.mu.Lock()
 		p.st.Sent++
 		p.st.SentBytes += uint64(len(j.data))
-		resumed := p.unsentAt
-		if len(resumed) > 0 {
-			p.unsentAt, p.warned = map[Reason]uint64{}, map[Reason]bool{}
+		unsent := p.unsentAt
+		note := len(unsent) > 0 && time.Since(p.resumed) >= logEvery
+		if note {
+			p.unsentAt, p.warned, p.resumed = map[Reason]uint64{}, map[Reason]time.Time{}, time.Now()
 		}
 		p.mu.Unlock()
-		if len(resumed) > 0 {
-			p.log.Info("pyroscope: uploads resumed", "url", p.cfg.URL, "failed_or_dropped", byReason(resumed))
+		if note {
+			p.log.Info("pyroscope: uploads resumed", "url", p.cfg.URL, "failed_or_dropped", byReason(unsent))
 		}
 	case failed:
 		p.count(p.st.Failed, r, a.message(), "upload failed; profiling goes on, and what is not sent is counted")
@@ -274,15 +276,22 @@ func (p *Pusher) drop(r Reason, msg string) {
 	p.count(p.st.Dropped, r, msg, "profile dropped; profiling goes on, and what is not sent is counted")
 }
 
+// logEvery throttles the log: a server that fails now and then, or a
+// queue that overflows each window, gets a line a minute, not one a
+// window.
+const logEvery = time.Minute
+
 // count adds one to m[r] and logs a warning the first time r is seen
-// since the last success.
+// since uploads last resumed, and at most once a logEvery after.
 func (p *Pusher) count(m map[Reason]uint64, r Reason, msg, what string) {
 	p.mu.Lock()
 	m[r]++
 	p.unsentAt[r]++
 	p.st.LastError, p.st.LastErrorAt = msg, time.Now()
-	warn := !p.warned[r]
-	p.warned[r] = true
+	warn := time.Since(p.warned[r]) >= logEvery
+	if warn {
+		p.warned[r] = time.Now()
+	}
 	p.mu.Unlock()
 	if warn {
 		p.log.Warn("pyroscope: "+what, "url", p.cfg.URL, "reason", string(r), "err", msg)
