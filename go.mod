@@ -25,9 +25,14 @@ require github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724
 // building needs no driver) and the DGX mocks its tests run on.
 require github.com/NVIDIA/go-nvml v0.13.4-1
 
-// Builds the profiles pushed to Pyroscope (profiles/): pprof's own
-// types and encoder, the format the server ingests.
-require github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
+// The profiles gpuprof sends to Pyroscope are pprof profiles built with
+// Go's pprof package (profiles/; untagged: the latest commit), and
+// pyroscope-go's upstream/remote sends them (pyroscope/; v1.5.0, the
+// newest the module proxy serves).
+require (
+	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
+	github.com/grafana/pyroscope-go v1.5.0
+)
 
 // Serves --metrics-addr to Prometheus (metrics/): the registry, the text
 // and protobuf formats, the Go and process collectors, promlint for tests.

@@ -48,6 +48,7 @@ type profileFlags struct {
 	normalPrio  bool
 	gpu         gpuFlags
 	metrics     metricsFlags
+	pyroscope   pyroscopeFlags
 
 	// parsed from preset and probeSpecs
 	user  []probes.UserProbe
@@ -75,6 +76,7 @@ func (f *profileFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no live line")
 	f.gpu.register(fs)
 	f.metrics.register(fs)
+	f.pyroscope.register(fs)
 	fs.BoolVar(&f.normalPrio, "normal-sched", false, "run gpuprof's threads under the normal scheduling policy (default: SCHED_BATCH, so that they never preempt the job's threads as they wake)")
 	fs.BoolVar(&f.probeStats, "probe-stats", false, "at the end, print how often each BPF program ran and for how long (turns on the kernel's BPF statistics while attached)")
 }
