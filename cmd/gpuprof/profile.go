@@ -49,6 +49,7 @@ type profileFlags struct {
 	gpu         gpuFlags
 	metrics     metricsFlags
 	pyroscope   pyroscopeFlags
+	stacks      stackFlags
 
 	// parsed from preset and probeSpecs
 	user  []probes.UserProbe
@@ -77,6 +78,7 @@ func (f *profileFlags) register(fs *pflag.FlagSet) {
 	f.gpu.register(fs)
 	f.metrics.register(fs)
 	f.pyroscope.register(fs)
+	f.stacks.register(fs)
 	fs.BoolVar(&f.normalPrio, "normal-sched", false, "run gpuprof's threads under the normal scheduling policy (default: SCHED_BATCH, so that they never preempt the job's threads as they wake)")
 	fs.BoolVar(&f.probeStats, "probe-stats", false, "at the end, print how often each BPF program ran and for how long (turns on the kernel's BPF statistics while attached)")
 }
@@ -147,6 +149,14 @@ func openSession(f *profileFlags) (*probes.Session, error) {
 		cfg.CPUOnlyAfter = cpuOnlyAfter
 		cfg.CPUOnlyPeriod, cfg.CPUOnlyOn = f.controlConfig(nil).LaunchCycle()
 	}
+	// The --pyroscope flags checked before anything is attached (the
+	// service is named from the job later).
+	if _, err := f.pyroscope.config(nil); err != nil {
+		return nil, err
+	}
+	if cfg.Stacks, err = f.stacks.config(f.pyroscope.enabled()); err != nil {
+		return nil, err
+	}
 	// Before anything is attached or started: a port in use fails now.
 	if err := f.metrics.listen(); err != nil {
 		return nil, err
@@ -167,17 +177,24 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	}
 	outs := &stepOutputs{live: live}
 	defer f.metrics.close()
-	exp, err := f.metrics.serve(gw, f.gpu.interval, sessionHealth(sess, gw), live)
+	loopCfg := f.controlConfig(gw.state)
+	loop, err := control.New(loopCfg, steer(sess), outs)
+	if err != nil {
+		return err
+	}
+	rec, err := startProfiles(&f.pyroscope, loop, pids, gw)
+	if err != nil {
+		return err
+	}
+	exp, err := f.metrics.serve(gw, f.gpu.interval, withUploads(sessionHealth(sess, gw), rec), live)
 	if err != nil {
 		return err
 	}
 	if exp != nil {
 		outs.more = append(outs.more, exp)
 	}
-	loopCfg := f.controlConfig(gw.state)
-	loop, err := control.New(loopCfg, steer(sess), outs)
-	if err != nil {
-		return err
+	if rec != nil {
+		outs.more = append(outs.more, rec)
 	}
 	if err := outs.openJSONL(f.jsonl); err != nil {
 		return err
@@ -219,7 +236,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		ctx, cancel = context.WithTimeout(ctx, f.duration)
 		defer cancel()
 	}
-	out := &sink{trace: trace, loop: loop, metrics: exp}
+	out := &sink{trace: trace, loop: loop, metrics: exp, profiles: rec}
 	stopGPUs := gw.run(ctx, out.add, func(x events.Xid) { out.add(x.Event()) })
 	start := time.Now()
 	var lost uint64
@@ -240,6 +257,9 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	})
 	stopGPUs()
 	outErr := finish()
+	if rec != nil {
+		outErr = errors.Join(outErr, rec.close())
+	}
 	if errors.Is(runErr, probes.ErrTargetsExited) {
 		all := sess.PIDs() // with the processes followed (--children, --gpus)
 		slices.Sort(all)
@@ -257,6 +277,9 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	attached := time.Since(start)
 	writeSummaries(stdout, sess, loop, attached, sampling)
 	f.metrics.writeSummary(stdout)
+	if rec != nil {
+		rec.writeSummary(stdout)
+	}
 	if gw.state != nil {
 		runs := gw.state.Runs()
 		report.WriteGPUs(stdout, runs, correlate.Groups(runs, gw.groups), gw.views)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"sync"
+	"time"
 
 	"github.com/gpuprof/gpuprof/control"
 	"github.com/gpuprof/gpuprof/events"
@@ -19,6 +20,7 @@ type sink struct {
 	loop     *control.Loop
 	seen     map[uint32]bool   // processes whose identity was looked up
 	metrics  *metrics.Exporter // nil: no --metrics-addr; takes the GPU rounds and Xids
+	profiles *profileRecorder  // nil: no --pyroscope; takes every event ahead of the loop
 }
 
 // add takes a batch of events, in order.
@@ -27,6 +29,9 @@ func (s *sink) add(batch ...events.Event) {
 	defer s.mu.Unlock()
 	for i := range batch {
 		s.take(&batch[i])
+	}
+	if s.profiles != nil {
+		s.profiles.tick(time.Now())
 	}
 }
 
@@ -48,6 +53,9 @@ func (s *sink) take(e *events.Event) {
 func (s *sink) put(e *events.Event) {
 	if s.trace != nil && s.traceErr == nil {
 		s.traceErr = s.trace.Write(e)
+	}
+	if s.profiles != nil {
+		s.profiles.add(e) // ahead of the loop, which may cut a step on it
 	}
 	s.loop.Add(e)
 	if s.metrics != nil {
