@@ -71,7 +71,7 @@ check:
 # microsecond, a get timed to the consumer's own clock) run afterwards,
 # alone: LOAD_SENSITIVE.
 LOAD_SENSITIVE := ^(TestLoopShapes|TestPythonQueueWaits|TestWholeGetsByNativeAnchors)$$
-test: check-generated fixtures
+test: check-generated fixtures pyroscope-server
 	$(GO) vet ./...
 	$(GO) test -count=1 -p 2 -timeout 30m -skip '$(LOAD_SENSITIVE)' ./...
 	$(GO) test -count=1 -p 1 -timeout 30m -run '$(LOAD_SENSITIVE)' ./cmd/gpuprof ./probes
