@@ -1329,8 +1329,11 @@ __noinline int emit_stack(void *ctx __arg_ctx, __u64 what, __u64 start, __u64 en
 			e->npy = py_stack(l, tstate, e->py);
 	}
 	// Frames past native_bytes and npy are left as they are: the reader
-	// ignores them (and 768 bytes are too many to clear here).
-	bpf_ringbuf_submit(e, 0);
+	// ignores them (and 768 bytes are too many to clear here). No wakeup
+	// unless the buffer fills: the reader drains it every poll anyway,
+	// and a wakeup at each sample would have gpuprof's reader preempt a
+	// job thread ~100 times a second.
+	bpf_ringbuf_submit(e, bpf_ringbuf_query(&stacks, BPF_RB_AVAIL_DATA) >= sizeof(struct stack_event) * 1024 ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 	return 0;
 }
 
