@@ -50,9 +50,9 @@ func TestProfilesAndMetrics(t *testing.T) {
 	testenv.RequirePrometheus(t)
 	began := time.Now()
 	tmp := t.TempDir()
-	steps, truth := filepath.Join(tmp, "steps.jsonl"), filepath.Join(tmp, "truth.jsonl")
+	steps, truth, trace := filepath.Join(tmp, "steps.jsonl"), filepath.Join(tmp, "truth.jsonl"), filepath.Join(tmp, "trace.jsonl.gz")
 	addr := freeAddr(t)
-	cmd := exec.Command(gpuprofBin, "run", "-q", "--launch-duty", "1", "--jsonl", steps,
+	cmd := exec.Command(gpuprofBin, "run", "-q", "--launch-duty", "1", "--jsonl", steps, "--record", trace,
 		"--pyroscope", pyro.URL, "--pyroscope-service", "e2e", "--pyroscope-interval", "2s", "--metrics-addr", addr,
 		"--", python, filepath.Join(testenv.Root(), "testdata", "python", "pipeline.py"), dir,
 		"--mode", "infer", "--steps", "250", "--truth", truth, "--start-delay", "2")
@@ -152,12 +152,33 @@ func TestProfilesAndMetrics(t *testing.T) {
 		}
 	}
 
-	// Prometheus: the step histogram's median, the steps' within a bucket.
-	q, err := prom.Query(`histogram_quantile(0.5, sum by (le) (gpuprof_step_seconds_bucket{job="gpuprof"}))`)
+	// The recorded trace, replayed to the server shifted to now, gives
+	// the same profiles.
+	if r := gpuprof(t, "replay", trace, "--pyroscope", pyro.URL, "--pyroscope-service", "e2e-replay", "--pyroscope-interval", "2s"); r.code != 0 {
+		t.Fatalf("replay: %+v", r)
+	}
+	replayed := `{service_name="e2e-replay"}`
+	var again float64
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		series, err := c.SelectSeries(ctx, gpuTimeType, replayed, []string{"phase"}, from, time.Now().Add(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again = sum(pyroquery.TotalsBy(series, "phase")); within(again, sum(gpu), 0.001) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !within(again, sum(gpu), 0.001) {
+		t.Errorf("replayed trace's GPU time by stack %.0f ns, the live run's %.0f", again, sum(gpu))
+	}
+
+	// Prometheus: the step histogram's median, the steps' within a bucket,
+	// as last scraped (gpuprof has exited: the series are stale now).
+	q, err := prom.Query(`histogram_quantile(0.5, sum by (le) (last_over_time(gpuprof_step_seconds_bucket{job="gpuprof"}[5m])))`)
 	if err != nil || len(q) != 1 {
 		t.Fatalf("median query: %v %v", q, err)
 	}
-	buckets, err := prom.Query(`sum by (le) (gpuprof_step_seconds_bucket{job="gpuprof"})`)
+	buckets, err := prom.Query(`sum by (le) (last_over_time(gpuprof_step_seconds_bucket{job="gpuprof"}[5m]))`)
 	if err != nil {
 		t.Fatal(err)
 	}

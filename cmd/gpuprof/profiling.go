@@ -32,6 +32,7 @@ type profileRecorder struct {
 	series seriesLabels
 	toWall func(mono uint64) time.Time
 	nowNS  func() uint64 // the events' clock now
+	clock  func(e *events.Event) // a replay's clock, moved on by each event; nil live
 	// lastFlush is when windows were last looked for: every flushEvery.
 	lastFlush time.Time
 	pushed    map[profiles.Type]uint64
@@ -69,6 +70,37 @@ func startProfiles(f *pyroscopeFlags, loop *control.Loop, pids []int, gw *gpuWat
 	return newProfileRecorder(cfg, f.interval, loop.KernelName, toWall, now, gw.groups)
 }
 
+// replayProfiles pushes a recorded trace's profiles where --pyroscope
+// asks (nil where not), shifted so that its last event is now: the
+// server refuses profiles more than an hour old. The service is named
+// from the trace's first process's command line, where the trace's
+// events hold none, "replay".
+func replayProfiles(f *pyroscopeFlags, loop *control.Loop, h events.TraceHeader, evs []events.Event) (*profileRecorder, error) {
+	if !f.enabled() {
+		return nil, nil
+	}
+	cmdline := []string{"replay"}
+	cfg, err := f.config(cmdline)
+	if err != nil {
+		return nil, err
+	}
+	var last uint64
+	for i := range evs {
+		last = max(last, evs[i].End)
+	}
+	offset := time.Now().UnixNano() - int64(last)
+	toWall := func(mono uint64) time.Time { return time.Unix(0, int64(mono)+offset) }
+	// The trace's clock stands still once read: windows are complete
+	// when its steps pass them, and at the end.
+	cur := uint64(0)
+	rec, err := newProfileRecorder(cfg, f.interval, loop.KernelName, toWall, func() uint64 { return cur }, nil)
+	if err != nil {
+		return nil, err
+	}
+	rec.clock = func(e *events.Event) { cur = max(cur, e.End) }
+	return rec, nil
+}
+
 // withUploads adds the profile uploads' counts to the health metrics.
 func withUploads(health func() metrics.Health, rec *profileRecorder) func() metrics.Health {
 	if rec == nil {
@@ -102,6 +134,9 @@ func newProfileRecorder(cfg pyroscope.Config, interval time.Duration, kernelName
 }
 
 func (r *profileRecorder) add(e *events.Event) {
+	if r.clock != nil {
+		r.clock(e)
+	}
 	r.series.note(e)
 	r.b.Add(e)
 }

@@ -20,7 +20,11 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.boundary, "step-boundary", "", "the CUDA call whose return ends a step (default: found)")
 	fs.Uint32Var(&f.thread, "step-thread", 0, "the thread whose steps to report (default: found)")
 	fs.IntVar(&f.batchSize, "batch-size", 0, "samples a step trains on, for train_capacity and thru")
+	f.pyroscope.register(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if _, err := f.pyroscope.config(nil); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
@@ -50,12 +54,29 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 	if err := outs.openJSONL(f.jsonl); err != nil {
 		return err
 	}
+	rec, err := replayProfiles(&f.pyroscope, loop, h, evs)
+	if err != nil {
+		return err
+	}
+	if rec != nil {
+		outs.more = append(outs.more, rec)
+	}
 	for i := range evs {
+		if rec != nil {
+			rec.add(&evs[i])
+			rec.tick(time.Now())
+		}
 		loop.Add(&evs[i])
 	}
 	loop.Finish()
 	if err := outs.close(); err != nil {
 		return err
+	}
+	if rec != nil {
+		if err := rec.close(); err != nil {
+			return err
+		}
+		defer rec.writeSummary(stdout)
 	}
 	for i, pid := range loop.PIDs() {
 		if i > 0 {
