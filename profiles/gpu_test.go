@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/gpuprof/gpuprof/correlate"
+	"github.com/gpuprof/gpuprof/cudaapi"
+	"github.com/gpuprof/gpuprof/events"
 )
 
 // TestGPUTimeSharedByLaunches: a step's measured GPU time goes to the
@@ -96,4 +98,44 @@ func sumOf(xs []uint64) (n uint64) {
 		n += x
 	}
 	return n
+}
+
+// TestGPUTimeEnginesAndCarried: an engine thread's launches (a thread
+// other than the step thread that waits for the GPU's results) get none
+// of the step's GPU time, only their count; a step whose counted
+// launches had none sampled gives its GPU time to the next step's
+// stacks, and at the end, with no next step, is left out and counted.
+func TestGPUTimeEnginesAndCarried(t *testing.T) {
+	b := New(Config{})
+	syncAPI, _ := cudaapi.ByName("cudaStreamSynchronize")
+	b.Add(&events.Event{Kind: events.KindCall, API: syncAPI.ID, PID: 100, TID: 103, Start: 1*s + 5*ms, End: 1*s + 6*ms})
+	b.Add(launch(103, 1*s+60*ms, 9, 8)) // the engine's
+	b.Add(launch(101, 1*s+70*ms, 1, 2)) // the step thread's
+	s0 := step0
+	s0.ComputeTime, s0.ComputeSource, s0.LaunchesCounted, s0.Launches = 0.01, correlate.ComputeEvents, true, 2
+	b.Step(s0)
+	s1 := step1 // launches counted, none sampled: carried to step 2
+	s1.ComputeTime, s1.ComputeSource, s1.LaunchesCounted, s1.Launches = 0.02, correlate.ComputeEvents, true, 1
+	b.Step(s1)
+	b.Add(launch(101, 1*s+250*ms, 1, 2))
+	s2 := step(2, span(correlate.PhaseCompute, 1*s+200*ms, 1*s+300*ms))
+	s2.ComputeTime, s2.ComputeSource, s2.LaunchesCounted, s2.Launches = 0.03, correlate.ComputeEvents, true, 2
+	b.Step(s2)
+	s3 := step(3, span(correlate.PhaseCompute, 1*s+300*ms, 1*s+400*ms)) // carried, and no step after it
+	s3.ComputeTime, s3.ComputeSource, s3.LaunchesCounted, s3.Launches = 0.04, correlate.ComputeEvents, true, 1
+	b.Step(s3)
+	p := only(t, b.Flush(2*s, true), TypeGPU)
+	st := b.Stats()
+	if got := total(p, 1); got != 60e6 || st.GPUCoveredNS != 60e6 || st.StepsCovered != 2 || st.StepsCarried != 1 ||
+		st.StepsNoStacks != 1 || st.GPUNoStacksNS != 40e6 {
+		t.Fatalf("gpu_time %d, stats %+v; want steps 0-2's 60 ms (step 1's carried to 2), step 3's 40 ms left out", got, st)
+	}
+	if got := total(p, 0); got != 12 {
+		t.Errorf("%d launches, want 12: the engine's 8 counted too", got)
+	}
+	for _, smp := range p.Sample {
+		if smp.Value[0] == 8 && (smp.Value[1] != 0 || smp.Label[LabelGPUSource][0] != sourceEngine) {
+			t.Errorf("the engine's launches: gpu_time %d, source %v; want none, %q", smp.Value[1], smp.Label[LabelGPUSource], sourceEngine)
+		}
+	}
 }
