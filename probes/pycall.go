@@ -398,7 +398,13 @@ func openWatchpoint(tid int, addr uint64, prog int, inherit bool) (int, error) {
 		Ext1:    addr, // bp_addr
 		Ext2:    hwBreakpointLen1,
 	}
-	fd, err := unix.PerfEventOpen(&attr, tid, -1, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	return openPerfBPF(&attr, tid, -1, prog)
+}
+
+// openPerfBPF opens a perf event (of thread tid, or every task on cpu),
+// runs prog at each of its samples and enables it.
+func openPerfBPF(attr *unix.PerfEventAttr, tid, cpu, prog int) (int, error) {
+	fd, err := unix.PerfEventOpen(attr, tid, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
 	if err != nil {
 		return -1, err
 	}

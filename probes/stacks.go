@@ -90,19 +90,7 @@ func openCPUClock(cpu int, period uint64, prog int) (int, error) {
 		Sample: period,
 		Bits:   unix.PerfBitDisabled,
 	}
-	fd, err := unix.PerfEventOpen(&attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
-	if err != nil {
-		return -1, err
-	}
-	if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_BPF, prog); err != nil {
-		unix.Close(fd)
-		return -1, fmt.Errorf("attach BPF program: %w", err)
-	}
-	if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_ENABLE, 0); err != nil {
-		unix.Close(fd)
-		return -1, fmt.Errorf("enable: %w", err)
-	}
-	return fd, nil
+	return openPerfBPF(&attr, -1, cpu, prog)
 }
 
 // take appends the samples read since the last take, named.
