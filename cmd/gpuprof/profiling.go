@@ -31,7 +31,7 @@ type profileRecorder struct {
 	url    string
 	series seriesLabels
 	toWall func(mono uint64) time.Time
-	nowNS  func() uint64 // the events' clock now
+	nowNS  func() uint64         // the events' clock now
 	clock  func(e *events.Event) // a replay's clock, moved on by each event; nil live
 	// lastFlush is when windows were last looked for: every flushEvery.
 	lastFlush time.Time
