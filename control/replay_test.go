@@ -11,11 +11,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/gpuprof/gpuprof/correlate"
 	"github.com/gpuprof/gpuprof/events"
-	"github.com/gpuprof/gpuprof/probes"
+	"github.com/gpuprof/gpuprof/internal/tracecfg"
 	"github.com/gpuprof/gpuprof/report"
 )
 
@@ -83,16 +82,9 @@ func configFor(t *testing.T, tr recorded) Config {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Log = slog.New(slog.DiscardHandler)
-	cfg.Correlate = correlate.Config{NoLaunchCounts: tr.h.NoLaunchCounts, User: map[uint16]correlate.UserProbe{}}
-	for i, spec := range tr.h.UserProbes { // attach's own, as whole gets
-		u, err := probes.ParseUserProbe(spec, i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Correlate.User[u.ID] = correlate.UserProbe{Role: u.Role, Name: u.Symbol}
-	}
-	if len(tr.h.GPUs) > 0 {
-		cfg.Correlate.GPUs = correlate.NewGPUs(tr.h.GPUs, time.Duration(tr.h.NVMLIntervalNS))
+	var err error
+	if cfg.Correlate, err = tracecfg.Correlate(tr.h); err != nil {
+		t.Fatal(err)
 	}
 	return cfg
 }

@@ -3,12 +3,11 @@ package metrics
 import (
 	"log/slog"
 	"testing"
-	"time"
 
 	"github.com/gpuprof/gpuprof/control"
 	"github.com/gpuprof/gpuprof/correlate"
 	"github.com/gpuprof/gpuprof/events"
-	"github.com/gpuprof/gpuprof/probes"
+	"github.com/gpuprof/gpuprof/internal/tracecfg"
 )
 
 // slowRank1 is a trace of a two-rank DDP job on two H200s whose rank 1
@@ -39,16 +38,8 @@ func replayTrace(t *testing.T, path string) (events.TraceHeader, []fed) {
 	}
 	cfg := control.DefaultConfig()
 	cfg.Log = slog.New(slog.DiscardHandler)
-	cfg.Correlate = correlate.Config{NoLaunchCounts: h.NoLaunchCounts, User: map[uint16]correlate.UserProbe{}}
-	for i, spec := range h.UserProbes {
-		u, err := probes.ParseUserProbe(spec, i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Correlate.User[u.ID] = correlate.UserProbe{Role: u.Role, Name: u.Symbol}
-	}
-	if len(h.GPUs) > 0 {
-		cfg.Correlate.GPUs = correlate.NewGPUs(h.GPUs, time.Duration(h.NVMLIntervalNS))
+	if cfg.Correlate, err = tracecfg.Correlate(h); err != nil {
+		t.Fatal(err)
 	}
 	var items []fed
 	l, err := control.New(cfg, nil, collected{&items})

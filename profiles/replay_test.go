@@ -8,13 +8,12 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gpuprof/gpuprof/control"
 	"github.com/gpuprof/gpuprof/correlate"
 	"github.com/gpuprof/gpuprof/cudaapi"
 	"github.com/gpuprof/gpuprof/events"
-	"github.com/gpuprof/gpuprof/probes"
+	"github.com/gpuprof/gpuprof/internal/tracecfg"
 )
 
 // The traces recorded on the GPU hosts (testdata/traces) replayed through
@@ -38,16 +37,9 @@ func loopConfig(t *testing.T, h events.TraceHeader) control.Config {
 	t.Helper()
 	cfg := control.DefaultConfig()
 	cfg.Log = slog.New(slog.DiscardHandler)
-	cfg.Correlate = correlate.Config{NoLaunchCounts: h.NoLaunchCounts, User: map[uint16]correlate.UserProbe{}}
-	for i, spec := range h.UserProbes {
-		u, err := probes.ParseUserProbe(spec, i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Correlate.User[u.ID] = correlate.UserProbe{Role: u.Role, Name: u.Symbol}
-	}
-	if len(h.GPUs) > 0 {
-		cfg.Correlate.GPUs = correlate.NewGPUs(h.GPUs, time.Duration(h.NVMLIntervalNS))
+	var err error
+	if cfg.Correlate, err = tracecfg.Correlate(h); err != nil {
+		t.Fatal(err)
 	}
 	return cfg
 }

@@ -6,11 +6,10 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/gpuprof/gpuprof/correlate"
 	"github.com/gpuprof/gpuprof/events"
-	"github.com/gpuprof/gpuprof/probes"
+	"github.com/gpuprof/gpuprof/internal/tracecfg"
 	"github.com/gpuprof/gpuprof/validate"
 )
 
@@ -66,17 +65,11 @@ func TestReplayRecordedTraces(t *testing.T) {
 // uncounted.
 func replay(t *testing.T, h events.TraceHeader, evs []events.Event, sampled bool, batch int) []correlate.Step {
 	t.Helper()
-	cfg := correlate.Config{NoLaunchCounts: h.NoLaunchCounts, BatchSize: batch, User: map[uint16]correlate.UserProbe{}}
-	for i, spec := range h.UserProbes { // attach's own, as whole gets
-		u, err := probes.ParseUserProbe(spec, i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.User[u.ID] = correlate.UserProbe{Role: u.Role, Name: u.Symbol}
+	cfg, err := tracecfg.Correlate(h) // recorded with NVML: steps joined with their GPUs' state
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(h.GPUs) > 0 { // recorded with NVML: steps joined with their GPUs' state
-		cfg.GPUs = correlate.NewGPUs(h.GPUs, time.Duration(h.NVMLIntervalNS))
-	}
+	cfg.BatchSize = batch
 	c, err := correlate.New(cfg)
 	if err != nil {
 		t.Fatal(err)
