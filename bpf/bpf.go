@@ -54,6 +54,10 @@ type Settings struct {
 	StackCalls       bool
 	StackCallMinNS   uint64
 	CPUPeriodNS      uint64
+	// OffCPUPeriodNS samples the profiled threads' time off CPU, one
+	// sample a period of it (0: none); under 2^32 (the programs draw a
+	// 32-bit random number against it).
+	OffCPUPeriodNS uint64
 }
 
 // Load loads the programs and maps into the kernel.
@@ -71,6 +75,9 @@ func Load(set Settings) (*Objects, error) {
 
 // loadSpec is the programs' spec with their load-time constants set.
 func loadSpec(set Settings) (*ebpf.CollectionSpec, error) {
+	if set.OffCPUPeriodNS >= 1<<32 {
+		return nil, fmt.Errorf("off-CPU sampling period %d ns: must be under %d ns", set.OffCPUPeriodNS, uint64(1)<<32)
+	}
 	spec, err := loadGpuprof()
 	if err != nil {
 		return nil, fmt.Errorf("load BPF spec: %w", err)
@@ -92,7 +99,7 @@ func loadSpec(set Settings) (*ebpf.CollectionSpec, error) {
 	}
 	for name, v := range map[string]any{gpuprofVarLaunchStackEvery: set.LaunchStackEvery,
 		gpuprofVarStackCalls: set.StackCalls, gpuprofVarStackCallMinNs: set.StackCallMinNS,
-		gpuprofVarCpuPeriodNs: set.CPUPeriodNS} {
+		gpuprofVarCpuPeriodNs: set.CPUPeriodNS, gpuprofVarOffcpuPeriodNs: set.OffCPUPeriodNS} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("set %s: %w", name, err)
 		}

@@ -22,6 +22,14 @@ const (
 	StackCPU    = uint8(gpuprofStackReasonSTACK_CPU)
 	StackLaunch = uint8(gpuprofStackReasonSTACK_LAUNCH)
 	StackCall   = uint8(gpuprofStackReasonSTACK_CALL)
+	StackOffCPU = uint8(gpuprofStackReasonSTACK_OFFCPU)
+)
+
+// A stack sample's flags (enum stack_flag).
+const (
+	StackFlagInCall   = uint32(gpuprofStackFlagSTACK_FLAG_IN_CALL)
+	StackFlagRunnable = uint32(gpuprofStackFlagSTACK_FLAG_RUNNABLE)
+	StackFlagCondWait = uint32(gpuprofStackFlagSTACK_FLAG_COND_WAIT)
 )
 
 // The attach cookie's fields, each a shift and a mask (enum

@@ -32,6 +32,19 @@ enum stack_reason {
 	STACK_CPU = 1,    // the thread was on a CPU at a cpu-clock sample
 	STACK_LAUNCH = 2, // the thread launched a kernel
 	STACK_CALL = 3,   // the thread returned from a CUDA call that held it (a sync, a copy)
+	STACK_OFFCPU = 4, // the thread ran again after a stretch off CPU
+};
+
+// struct stack_event's flags: generated into Go (bpf.StackFlag*).
+enum stack_flag {
+	// The thread was inside a probed call (a CUDA call, a Python wait, the
+	// GIL after one): its time may be a probed wait's, reported apart.
+	STACK_FLAG_IN_CALL = 1,
+	// Off CPU: the thread was still runnable (preempted), not blocked.
+	STACK_FLAG_RUNNABLE = 2,
+	// Off CPU in pthread_cond_timedwait, which in a Python thread is
+	// CPython's take_gil: waiting to take the GIL.
+	STACK_FLAG_COND_WAIT = 4,
 };
 
 // Attach cookie layout: each field of the 64-bit cookie a CUDA call's
@@ -170,7 +183,10 @@ struct thread_state {
 	__u32 launches;
 	__u32 graph_launches;
 	__u32 launch_stack_n; // launches since the thread's last launch stack
-	__u32 pad;
+	__u8 off_runnable;    // it left its CPU still runnable (preempted)
+	__u8 in_cond;         // in pthread_cond_timedwait (gil_entry): CPython's take_gil
+	__u16 pad;
+	__u64 off_ns; // when it left its CPU in a system call (0: on one, or not seen leaving)
 };
 
 struct kernel_key {
@@ -243,6 +259,7 @@ const enum layer *unused_layer __attribute__((unused));
 const enum out_kind *unused_out_kind __attribute__((unused));
 const enum stat *unused_stat __attribute__((unused));
 const enum stack_reason *unused_stack_reason __attribute__((unused));
+const enum stack_flag *unused_stack_flag __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -440,7 +457,7 @@ struct stack_event {
 	__u32 tid;
 	__s32 native_bytes; // bpf_get_stack's result: bytes of native, or an error
 	__u32 npy;          // Python frames in py
-	__u32 pad;
+	__u32 flags;        // enum stack_flag
 	__u64 start_ns;
 	__u64 end_ns;
 	__u64 arg;    // a launch's kernel handle; a CPU sample's period in ns
@@ -998,7 +1015,10 @@ SEC("uprobe.multi")
 int gil_entry(struct pt_regs *ctx)
 {
 	struct thread_state *ts = thread_state(0);
-	if (!ts || !ts->py_wait_end)
+	if (!ts)
+		return 0;
+	ts->in_cond = 1; // cleared as its system call returns (offcpu_return)
+	if (!ts->py_wait_end)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
 	if (now - ts->py_wait_end > gil_follow_ns) {
@@ -1014,6 +1034,8 @@ SEC("uretprobe.multi")
 int gil_return(struct pt_regs *ctx)
 {
 	struct thread_state *ts = thread_state(0);
+	if (ts)
+		ts->in_cond = 0;
 	if (!ts || !ts->gil.start_ns)
 		return 0;
 	__u64 sp = PT_REGS_SP(ctx), start = ts->gil.start_ns;
@@ -1301,6 +1323,18 @@ static __always_inline __u32 py_stack(struct py_layout *l, __u64 tstate, __u64 *
 	return n;
 }
 
+// in_probed_call says whether the thread is inside a call a probe timed:
+// a CUDA call, a Python wait, the GIL taken back after one. A slot left
+// set by a probe detached before its return only makes the reader hold
+// the sample a while (profiles/offcpu.go).
+static __always_inline int in_probed_call(struct thread_state *ts)
+{
+	if (!ts)
+		return 0;
+	return (ts->rt.start_ns && ts->rt.gen == rt_gen) || ts->drv.start_ns || ts->user.start_ns ||
+	       ts->py.start_ns || ts->gil.start_ns;
+}
+
 __noinline int emit_stack(void *ctx __arg_ctx, __u64 what, __u64 start, __u64 end, __u64 arg)
 {
 	struct stack_event *e = bpf_ringbuf_reserve(&stacks, sizeof(*e), 0);
@@ -1315,16 +1349,23 @@ __noinline int emit_stack(void *ctx __arg_ctx, __u64 what, __u64 start, __u64 en
 	e->pid = id >> 32;
 	e->tid = (__u32)id;
 	e->npy = 0;
-	e->pad = 0;
 	e->start_ns = start;
 	e->end_ns = end;
 	e->arg = arg;
 	e->weight = what >> 32;
+	struct thread_state *ts = thread_state(0);
+	e->flags = in_probed_call(ts) ? STACK_FLAG_IN_CALL : 0;
+	if ((__u8)what == STACK_OFFCPU) {
+		// An off-CPU sample's weight is its flags: it stands for its
+		// stretch (or the period, a shorter one), not for a count.
+		e->flags |= e->weight & (STACK_FLAG_RUNNABLE | STACK_FLAG_COND_WAIT);
+		e->weight = 1;
+	}
 	e->native_bytes = bpf_get_stack(ctx, e->native, sizeof(e->native), BPF_F_USER_STACK);
 	__u32 pid = e->pid;
 	struct py_layout *l = bpf_map_lookup_elem(&python, &pid);
 	if (l) {
-		__u64 tstate = py_tstate(l, thread_state(0));
+		__u64 tstate = py_tstate(l, ts);
 		if (tstate)
 			e->npy = py_stack(l, tstate, e->py);
 	}
@@ -1365,5 +1406,66 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 SEC("uprobe.multi")
 int bare(struct pt_regs *ctx)
 {
+	return 0;
+}
+
+// Off-CPU samples, for the wait profile's time outside the probed waits
+// (the GIL taken back after a C call, locks and reads no probe times).
+// A profiled thread leaving its CPU inside a system call is noted at
+// sched_switch, in its own context; when that call returns (sys_exit,
+// in its context again) its stacks are read, and they are those it left
+// with: a thread off CPU runs no user code. Tracepoints only: kprobes and
+// fentry are not in every kernel gpuprof runs on (CI's has neither), and
+// no tracepoint fires in the incoming task's context at the switch
+// itself. So a thread preempted while running user code is not seen.
+// Stretches are sampled by their length, as the CPU samples are by time
+// on CPU: one of d ns is read with chance d/offcpu_period_ns (every one
+// from the period on) and stands for max(d, period), so that the time by
+// stack adds up while a thread that blocks often for short is read at
+// most about once a period.
+volatile const __u64 offcpu_period_ns = 0;
+
+// x86-64's saved user registers: orig_ax is the system call's number in
+// one, negative in an interrupt or exception.
+struct pt_regs___user {
+	long orig_ax;
+} __attribute__((preserve_access_index));
+
+SEC("raw_tp/sched_switch")
+int offcpu_leave(struct bpf_raw_tracepoint_args *ctx)
+{
+	// The current task is the one leaving (prev).
+	__u32 pid = bpf_get_current_pid_tgid() >> 32;
+	if (!offcpu_period_ns || !bpf_map_lookup_elem(&profiled, &pid))
+		return 0;
+	struct pt_regs___user *regs = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	if (regs->orig_ax < 0)
+		return 0;
+	struct thread_state *ts = thread_state(1);
+	if (!ts || ts->off_ns)
+		return 0; // off CPU already in this call (woken, then preempted): from the first
+	ts->off_ns = bpf_ktime_get_ns();
+	ts->off_runnable = ctx->args[0] != 0; // sched_switch's preempt
+	return 0;
+}
+
+SEC("raw_tp/sys_exit")
+int offcpu_return(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct thread_state *ts = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
+	if (!ts || !ts->off_ns)
+		return 0;
+	__u64 now = bpf_ktime_get_ns(), start = ts->off_ns, d = now - start;
+	__u64 flags = (ts->off_runnable ? STACK_FLAG_RUNNABLE : 0) | (ts->in_cond ? STACK_FLAG_COND_WAIT : 0);
+	ts->off_ns = 0;
+	// Cleared here, not only at gil_return: a return probe detached
+	// before the wait returned would leave it set.
+	ts->in_cond = 0;
+	__u32 pid = bpf_get_current_pid_tgid() >> 32;
+	if (!bpf_map_lookup_elem(&profiled, &pid))
+		return 0;
+	if (d < offcpu_period_ns && bpf_get_prandom_u32() % offcpu_period_ns >= d)
+		return 0;
+	emit_stack(ctx, STACK_WHAT(STACK_OFFCPU, 0, flags), start, now, offcpu_period_ns);
 	return 0;
 }

@@ -196,7 +196,7 @@ type gpuprofStackEvent struct {
 	Tid         uint32
 	NativeBytes int32
 	Npy         uint32
-	Pad         uint32
+	Flags       uint32
 	StartNs     uint64
 	EndNs       uint64
 	Arg         uint64
@@ -205,12 +205,21 @@ type gpuprofStackEvent struct {
 	Py          [32]uint64
 }
 
+type gpuprofStackFlag uint32
+
+const (
+	gpuprofStackFlagSTACK_FLAG_IN_CALL   gpuprofStackFlag = 1
+	gpuprofStackFlagSTACK_FLAG_RUNNABLE  gpuprofStackFlag = 2
+	gpuprofStackFlagSTACK_FLAG_COND_WAIT gpuprofStackFlag = 4
+)
+
 type gpuprofStackReason uint32
 
 const (
 	gpuprofStackReasonSTACK_CPU    gpuprofStackReason = 1
 	gpuprofStackReasonSTACK_LAUNCH gpuprofStackReason = 2
 	gpuprofStackReasonSTACK_CALL   gpuprofStackReason = 3
+	gpuprofStackReasonSTACK_OFFCPU gpuprofStackReason = 4
 )
 
 type gpuprofStat uint32
@@ -275,7 +284,10 @@ type gpuprofThreadState struct {
 	Launches      uint32
 	GraphLaunches uint32
 	LaunchStackN  uint32
-	Pad           uint32
+	OffRunnable   uint8
+	InCond        uint8
+	Pad           uint16
+	OffNs         uint64
 }
 
 type gpuprofTwinKey struct {
@@ -326,6 +338,8 @@ const (
 	gpuprofProgIoWrite           = "io_write"
 	gpuprofProgLaunchEntry       = "launch_entry"
 	gpuprofProgLibLoad           = "lib_load"
+	gpuprofProgOffcpuLeave       = "offcpu_leave"
+	gpuprofProgOffcpuReturn      = "offcpu_return"
 	gpuprofProgPyAnchorEnd       = "py_anchor_end"
 	gpuprofProgPyAnchorStart     = "py_anchor_start"
 	gpuprofProgPyCallSite        = "py_call_site"
@@ -336,6 +350,7 @@ const (
 	gpuprofVarGilFollowNs        = "gil_follow_ns"
 	gpuprofVarInstantTwinNs      = "instant_twin_ns"
 	gpuprofVarLaunchStackEvery   = "launch_stack_every"
+	gpuprofVarOffcpuPeriodNs     = "offcpu_period_ns"
 	gpuprofVarPyLearnWaitNs      = "py_learn_wait_ns"
 	gpuprofVarPyLearning         = "py_learning"
 	gpuprofVarPyMinWaitNs        = "py_min_wait_ns"
@@ -357,6 +372,7 @@ const (
 	gpuprofVarUnusedPySite       = "unused_py_site"
 	gpuprofVarUnusedPySiteKey    = "unused_py_site_key"
 	gpuprofVarUnusedStackEvent   = "unused_stack_event"
+	gpuprofVarUnusedStackFlag    = "unused_stack_flag"
 	gpuprofVarUnusedStackReason  = "unused_stack_reason"
 	gpuprofVarUnusedStat         = "unused_stat"
 	gpuprofVarUnusedTwinKey      = "unused_twin_key"
@@ -417,6 +433,8 @@ type gpuprofProgramSpecs struct {
 	IoWrite       *ebpf.ProgramSpec `ebpf:"io_write"`
 	LaunchEntry   *ebpf.ProgramSpec `ebpf:"launch_entry"`
 	LibLoad       *ebpf.ProgramSpec `ebpf:"lib_load"`
+	OffcpuLeave   *ebpf.ProgramSpec `ebpf:"offcpu_leave"`
+	OffcpuReturn  *ebpf.ProgramSpec `ebpf:"offcpu_return"`
 	PyAnchorEnd   *ebpf.ProgramSpec `ebpf:"py_anchor_end"`
 	PyAnchorStart *ebpf.ProgramSpec `ebpf:"py_anchor_start"`
 	PyCallSite    *ebpf.ProgramSpec `ebpf:"py_call_site"`
@@ -452,6 +470,7 @@ type gpuprofVariableSpecs struct {
 	GilFollowNs        *ebpf.VariableSpec `ebpf:"gil_follow_ns"`
 	InstantTwinNs      *ebpf.VariableSpec `ebpf:"instant_twin_ns"`
 	LaunchStackEvery   *ebpf.VariableSpec `ebpf:"launch_stack_every"`
+	OffcpuPeriodNs     *ebpf.VariableSpec `ebpf:"offcpu_period_ns"`
 	PyLearnWaitNs      *ebpf.VariableSpec `ebpf:"py_learn_wait_ns"`
 	PyLearning         *ebpf.VariableSpec `ebpf:"py_learning"`
 	PyMinWaitNs        *ebpf.VariableSpec `ebpf:"py_min_wait_ns"`
@@ -473,6 +492,7 @@ type gpuprofVariableSpecs struct {
 	UnusedPySite       *ebpf.VariableSpec `ebpf:"unused_py_site"`
 	UnusedPySiteKey    *ebpf.VariableSpec `ebpf:"unused_py_site_key"`
 	UnusedStackEvent   *ebpf.VariableSpec `ebpf:"unused_stack_event"`
+	UnusedStackFlag    *ebpf.VariableSpec `ebpf:"unused_stack_flag"`
 	UnusedStackReason  *ebpf.VariableSpec `ebpf:"unused_stack_reason"`
 	UnusedStat         *ebpf.VariableSpec `ebpf:"unused_stat"`
 	UnusedTwinKey      *ebpf.VariableSpec `ebpf:"unused_twin_key"`
@@ -543,6 +563,7 @@ type gpuprofVariables struct {
 	GilFollowNs        *ebpf.Variable `ebpf:"gil_follow_ns"`
 	InstantTwinNs      *ebpf.Variable `ebpf:"instant_twin_ns"`
 	LaunchStackEvery   *ebpf.Variable `ebpf:"launch_stack_every"`
+	OffcpuPeriodNs     *ebpf.Variable `ebpf:"offcpu_period_ns"`
 	PyLearnWaitNs      *ebpf.Variable `ebpf:"py_learn_wait_ns"`
 	PyLearning         *ebpf.Variable `ebpf:"py_learning"`
 	PyMinWaitNs        *ebpf.Variable `ebpf:"py_min_wait_ns"`
@@ -564,6 +585,7 @@ type gpuprofVariables struct {
 	UnusedPySite       *ebpf.Variable `ebpf:"unused_py_site"`
 	UnusedPySiteKey    *ebpf.Variable `ebpf:"unused_py_site_key"`
 	UnusedStackEvent   *ebpf.Variable `ebpf:"unused_stack_event"`
+	UnusedStackFlag    *ebpf.Variable `ebpf:"unused_stack_flag"`
 	UnusedStackReason  *ebpf.Variable `ebpf:"unused_stack_reason"`
 	UnusedStat         *ebpf.Variable `ebpf:"unused_stat"`
 	UnusedTwinKey      *ebpf.Variable `ebpf:"unused_twin_key"`
@@ -586,6 +608,8 @@ type gpuprofPrograms struct {
 	IoWrite       *ebpf.Program `ebpf:"io_write"`
 	LaunchEntry   *ebpf.Program `ebpf:"launch_entry"`
 	LibLoad       *ebpf.Program `ebpf:"lib_load"`
+	OffcpuLeave   *ebpf.Program `ebpf:"offcpu_leave"`
+	OffcpuReturn  *ebpf.Program `ebpf:"offcpu_return"`
 	PyAnchorEnd   *ebpf.Program `ebpf:"py_anchor_end"`
 	PyAnchorStart *ebpf.Program `ebpf:"py_anchor_start"`
 	PyCallSite    *ebpf.Program `ebpf:"py_call_site"`
@@ -605,6 +629,8 @@ func (p *gpuprofPrograms) Close() error {
 		p.IoWrite,
 		p.LaunchEntry,
 		p.LibLoad,
+		p.OffcpuLeave,
+		p.OffcpuReturn,
 		p.PyAnchorEnd,
 		p.PyAnchorStart,
 		p.PyCallSite,

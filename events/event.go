@@ -60,12 +60,29 @@ const (
 	// to End (a sync, a copy): Native and Frames are its stacks, for the
 	// wait profile. The call's own KindCall event is apart from it.
 	KindCallStack Kind = 15
+	// KindOffCPU is thread TID off CPU from Start to End, sampled by
+	// time off CPU: one stretch every Args[0] ns of it, a shorter one by
+	// chance (it stands for Args[0] ns then). Args[1] holds OffCPU*
+	// bits. Native and Frames are the stacks it left with.
+	KindOffCPU Kind = 16
 )
 
+// A KindOffCPU sample's Args[1] bits.
+const (
+	OffCPURunnable = 1 // the thread was still runnable (preempted), not blocked
+	OffCPUGIL      = 2 // it waited in pthread_cond_timedwait: in a Python thread, to take the GIL
+)
+
+// A CPU or off-CPU sample's Args[2] is 1 where the thread was inside a
+// probed call then (a CUDA call, a Python wait): time a probed wait may
+// report apart.
+const StackInCallArg = 2
+
 // IsStack says whether the event is a stack sample (KindCPUSample,
-// KindLaunchStack, KindCallStack): for the profiles, not the steps.
+// KindLaunchStack, KindCallStack, KindOffCPU): for the profiles, not the
+// steps.
 func (k Kind) IsStack() bool {
-	return k == KindCPUSample || k == KindLaunchStack || k == KindCallStack
+	return k == KindCPUSample || k == KindLaunchStack || k == KindCallStack || k == KindOffCPU
 }
 
 // NativeFrame is one native frame of a stack, named from the ELF symbol

@@ -31,7 +31,7 @@ var eventKinds = [...]events.Kind{
 
 // stackKinds is the events kind of each stack reason (enum stack_reason).
 var stackKinds = map[uint8]events.Kind{bpf.StackCPU: events.KindCPUSample,
-	bpf.StackLaunch: events.KindLaunchStack, bpf.StackCall: events.KindCallStack}
+	bpf.StackLaunch: events.KindLaunchStack, bpf.StackCall: events.KindCallStack, bpf.StackOffCPU: events.KindOffCPU}
 
 // decodeRecord turns one ring buffer record into an event.
 func decodeRecord(raw []byte, ev *events.Event) error {
@@ -101,6 +101,14 @@ func cString(b []int8) string {
 	return string(out)
 }
 
+// flag is 1 where flags has f, else 0.
+func flag(flags, f uint32) uint64 {
+	if flags&f != 0 {
+		return 1
+	}
+	return 0
+}
+
 // decodeStack decodes a stack sample. Its native frames are bare
 // addresses (NativeFrame.Offset, no Module) and its Python frames code
 // objects until the session names them (stackSampler.name).
@@ -120,6 +128,11 @@ func decodeStack(raw []byte, ev *events.Event) error {
 	switch kind {
 	case events.KindCPUSample:
 		ev.Args[0] = r.Arg
+		ev.Args[2] = flag(r.Flags, bpf.StackFlagInCall)
+	case events.KindOffCPU:
+		ev.Args[0] = r.Arg
+		ev.Args[1] = flag(r.Flags, bpf.StackFlagRunnable)*events.OffCPURunnable | flag(r.Flags, bpf.StackFlagCondWait)*events.OffCPUGIL
+		ev.Args[2] = flag(r.Flags, bpf.StackFlagInCall)
 	case events.KindLaunchStack:
 		ev.Args[0], ev.Args[1] = r.Arg, r.Weight
 	}

@@ -161,7 +161,8 @@ func Open(cfg Config) (*Session, error) {
 		PyLearnWaitNS: uint64(min(poolLearnWait, cfg.PyMinWait)),
 		PyReadCookie:  uint64(readCookie), CountWaits: cfg.CountWaits,
 		LaunchStackEvery: uint32(max(cfg.Stacks.LaunchEvery, 0)), StackCalls: cfg.Stacks.Calls,
-		StackCallMinNS: uint64(cfg.Stacks.CallMin), CPUPeriodNS: cfg.Stacks.Period()})
+		StackCallMinNS: uint64(cfg.Stacks.CallMin), CPUPeriodNS: cfg.Stacks.Period(),
+		OffCPUPeriodNS: cfg.Stacks.OffPeriod()})
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
@@ -25,10 +27,22 @@ type StackConfig struct {
 	// thread CallMin or more.
 	Calls   bool
 	CallMin time.Duration
+	// OffCPUHz samples the targets' threads' time off CPU this many
+	// times a second of it (sched_switch and finish_task_switch); 0:
+	// none.
+	OffCPUHz int
 }
 
 // On says whether any stacks are read.
-func (c StackConfig) On() bool { return c.CPUHz > 0 || c.LaunchEvery > 0 || c.Calls }
+func (c StackConfig) On() bool { return c.CPUHz > 0 || c.LaunchEvery > 0 || c.Calls || c.OffCPUHz > 0 }
+
+// OffPeriod is an off-CPU sample's period in ns of time off CPU.
+func (c StackConfig) OffPeriod() uint64 {
+	if c.OffCPUHz <= 0 {
+		return 0
+	}
+	return uint64(time.Second) / uint64(c.OffCPUHz)
+}
 
 // Period is a CPU sample's period in ns of CPU time.
 func (c StackConfig) Period() uint64 {
@@ -50,7 +64,8 @@ type stackSampler struct {
 	c      *core
 	reader *ringbuf.Reader
 	drain  *drainer
-	cpus   []int // the cpu-clock perf events, one per CPU
+	cpus   []int       // the cpu-clock perf events, one per CPU
+	off    []link.Link // the off-CPU programs' links
 	syms   *symbolizer
 	on     map[uint32]bool // the processes in the profiled map
 }
@@ -76,8 +91,31 @@ func newStackSampler(c *core) (*stackSampler, error) {
 			st.cpus = append(st.cpus, fd)
 		}
 	}
+	if c.cfg.Stacks.OffPeriod() > 0 {
+		if st.off, err = attachOffCPU(c); err != nil {
+			st.close()
+			return nil, err
+		}
+	}
 	st.drain = newDrainer(rd, c.cfg.Poll, stackHeldMax)
 	return st, nil
+}
+
+// attachOffCPU attaches the off-CPU programs to the sched_switch and
+// sys_exit tracepoints.
+func attachOffCPU(c *core) ([]link.Link, error) {
+	var links []link.Link
+	for name, prog := range map[string]*ebpf.Program{"sched_switch": c.objs.OffcpuLeave, "sys_exit": c.objs.OffcpuReturn} {
+		l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: name, Program: prog})
+		if err != nil {
+			for _, l := range links {
+				l.Close()
+			}
+			return nil, fmt.Errorf("off-CPU samples: attach to the %s tracepoint: %w (turn them off with --profile-offcpu-hz 0)", name, err)
+		}
+		links = append(links, l)
+	}
+	return links, nil
 }
 
 // openCPUClock samples every task running on cpu, every period ns of
@@ -127,7 +165,7 @@ func (st *stackSampler) observe([]events.Event) {}
 // tick keeps the profiled map to the targets (under the core's lock,
 // which Detach's forget takes too, from Close's goroutines).
 func (st *stackSampler) tick(time.Time) {
-	if len(st.cpus) == 0 {
+	if len(st.cpus) == 0 && len(st.off) == 0 {
 		return
 	}
 	st.c.mu.Lock()
@@ -159,6 +197,10 @@ func (st *stackSampler) close() error {
 		unix.Close(fd)
 	}
 	st.cpus = nil
+	for _, l := range st.off {
+		l.Close()
+	}
+	st.off = nil
 	err := st.reader.Close()
 	if st.drain != nil {
 		st.drain.stop()
