@@ -32,7 +32,10 @@ func (b *Builder) Add(e *events.Event) {
 		if period <= 0 {
 			period = defaultPeriod
 		}
-		b.addInstant(TypeCPU, e.PID, e.TID, e.End, stackOf(e.Frames, e.Native), period, "")
+		b.takeSample(held{typ: TypeCPU, pid: e.PID, tid: e.TID, start: e.End, end: e.End,
+			stack: stackOf(e.Frames, e.Native), value: period}, e.Args[events.StackInCallArg] != 0)
+	case events.KindOffCPU:
+		b.addOffCPU(e)
 	case events.KindLaunchStack:
 		stack := stackOf(e.Frames, e.Native)
 		if k, ok := b.kernel(e.PID, e.Args[0]); ok {
@@ -54,11 +57,13 @@ func (b *Builder) Add(e *events.Event) {
 		default:
 			kind = "cuda_" + a.Class.String()
 		}
+		b.probedWait(e.PID, e.TID, e.Start, e.End, kind)
 		b.addSpan(e.PID, e.TID, e.Start, e.End, stack, kind)
 	case events.KindPyWait:
-		stack := stackOf(e.Frames, nil)
-		b.waits[uint64(e.PID)<<32|uint64(e.TID)] = lastWait{e.End, stack}
-		b.addSpan(e.PID, e.TID, e.Start, e.End, stack, correlate.ClassifyWait(e).String())
+		stack, kind := stackOf(e.Frames, nil), correlate.ClassifyWait(e).String()
+		b.waits[threadKey(e.PID, e.TID)] = lastWait{e.End, stack}
+		b.probedWait(e.PID, e.TID, e.Start, e.End, kind)
+		b.addSpan(e.PID, e.TID, e.Start, e.End, stack, kind)
 	case events.KindCall:
 		if a := e.Desc(); a.Class == cudaapi.ClassSync || (a.Class == cudaapi.ClassCopy && e.Dir() == cudaapi.DirDtoH) {
 			p := b.proc(e.PID)
@@ -71,11 +76,12 @@ func (b *Builder) Add(e *events.Event) {
 		// The tail of the wait it follows, as the correlator joins them
 		// (within events.GILFollowNS); after a write, no stack is known.
 		stack := []frame{gilFrame}
-		k := uint64(e.PID)<<32 | uint64(e.TID)
+		k := threadKey(e.PID, e.TID)
 		if w, ok := b.waits[k]; ok && e.Start >= w.end && e.Start-w.end <= events.GILFollowNS {
 			stack = withLeaf(gilFrame, w.stack)
 			delete(b.waits, k)
 		}
+		b.probedWait(e.PID, e.TID, e.Start, e.End, kindGIL)
 		b.addSpan(e.PID, e.TID, e.Start, e.End, stack, kindGIL)
 	}
 }

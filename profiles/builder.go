@@ -44,8 +44,12 @@ type Builder struct {
 	offset   int64
 	offsetOK bool
 	waits    map[uint64]lastWait // by pid<<32|tid: the stack a GIL tail is under
-	kernels  map[kernelKey]frame
-	stats    Stats
+	// held are samples taken inside probed calls, until the call's wait
+	// comes or does not (offcpu.go); recent the threads' latest waits.
+	held    []held
+	recent  map[uint64]*threadWaits
+	kernels map[kernelKey]frame
+	stats   Stats
 }
 
 type lastWait struct {
@@ -62,7 +66,7 @@ type kernelKey struct {
 func New(cfg Config) *Builder {
 	cfg = cfg.withDefaults()
 	return &Builder{cfg: cfg, interval: uint64(cfg.Interval), lag: uint64(cfg.Lag), procs: map[uint32]*proc{},
-		waits: map[uint64]lastWait{}, kernels: map[kernelKey]frame{}}
+		waits: map[uint64]lastWait{}, kernels: map[kernelKey]frame{}, recent: map[uint64]*threadWaits{}}
 }
 
 func (b *Builder) proc(pid uint32) *proc {

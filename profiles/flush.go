@@ -37,6 +37,7 @@ func (b *Builder) Step(s correlate.Step) {
 // where final. Empty profiles are left out.
 func (b *Builder) Flush(nowNS uint64, final bool) []Profile {
 	var out []Profile
+	b.releaseHeld(nowNS, final)
 	pids := make([]uint32, 0, len(b.procs))
 	for pid := range b.procs {
 		pids = append(pids, pid)
@@ -55,9 +56,10 @@ func (b *Builder) Flush(nowNS uint64, final bool) []Profile {
 			idx = append(idx, i)
 		}
 		slices.Sort(idx)
+		heldFrom, holding := b.heldFrom(pid)
 		for _, i := range idx {
 			sl := p.slots[i]
-			if !final && p.lastEnd < sl.end && nowNS < sl.end+b.lag {
+			if !final && (p.lastEnd < sl.end || holding && heldFrom < sl.end) && nowNS < sl.end+b.lag {
 				break // later windows are no more complete
 			}
 			out = append(out, b.close(pid, p, sl)...)
@@ -82,6 +84,11 @@ func (b *Builder) Flush(nowNS uint64, final bool) []Profile {
 	for k, w := range b.waits {
 		if w.end+b.lag < nowNS {
 			delete(b.waits, k)
+		}
+	}
+	for k, tw := range b.recent {
+		if last := tw.spans[(tw.n-1)%recentWaits]; last.end+b.lag < nowNS {
+			delete(b.recent, k)
 		}
 	}
 	b.stats.Profiles += len(out)

@@ -78,6 +78,10 @@ func (w *window) profile(typ Type, timeNanos, durationNanos int64) *profile.Prof
 			s.Label[LabelWaitKind] = []string{k.kind}
 		default:
 			s.Value = []int64{v[0]}
+			if k.kind != "" {
+				// On CPU inside a probed wait: a sync spinning.
+				s.Label[LabelWaitKind] = []string{k.kind}
+			}
 		}
 		if k.span > 0 {
 			s.Label[LabelSpanID] = []string{SpanID(k.span - 1)}

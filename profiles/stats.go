@@ -31,6 +31,10 @@ type Stats struct {
 	// after its first windows were sent. Dropped.
 	Late   int
 	LateNS uint64
+	// OffCPUInWaits are off-CPU samples dropped, inside a probed wait
+	// that reports that time itself; CPUInWaits CPU samples inside one,
+	// labelled with its wait_kind.
+	OffCPUInWaits, CPUInWaits int
 	// Profiles are the profiles Flush returned.
 	Profiles int
 }

@@ -127,6 +127,26 @@ func TestProfilesAndMetrics(t *testing.T) {
 	if cpu := totals(cpuType, "phase"); cpu["data"] == 0 || sum(cpu) == 0 {
 		t.Errorf("on-CPU profile by phase %v: no data phase (the trainer's sample fetches)", cpu)
 	}
+	// The step thread's time by phase: its waits, and its time on CPU
+	// outside them (on CPU inside a wait is that wait's time too).
+	selAll := sel
+	sel = `{service_name="e2e",wait_kind=""}`
+	cpuOut := totals(cpuType, "phase")
+	sel = selAll
+	wall := map[string]float64{}
+	for _, ph := range []string{"dispatch_wait", "data", "sync", "compute"} {
+		wall[ph] = wait[ph] + cpuOut[ph]
+	}
+	// step_time leaves out dispatch_wait (and the lead-in, phase other).
+	stepPhases := map[string]float64{"dispatch_wait": st.dispatchNS, "data": st.dataNS, "sync": st.syncNS,
+		"compute": st.stepNS - st.dataNS - st.syncNS}
+	t.Logf("the step thread's wait + CPU outside waits by phase %v, the steps' %v", wall, stepPhases)
+	for ph, want := range stepPhases {
+		if got := wall[ph] / sum(wall); math.Abs(got-want/sum(stepPhases)) > 0.05 {
+			t.Errorf("phase %s: %.1f%% of the step thread's wait + CPU outside waits, %.1f%% of the steps' time: not within 5 points",
+				ph, 100*got, 100*want/sum(stepPhases))
+		}
+	}
 	for typ, names := range map[string][]string{
 		gpuTimeType: {"pipeline.py launch", "pipeline.py <module>"},
 		waitType:    {"pipeline.py <module>", "queue.py Queue.get", "[copy d2h]"},
@@ -193,6 +213,7 @@ func TestProfilesAndMetrics(t *testing.T) {
 type stepSums struct {
 	n                             int
 	dispatchNS, syncNS, computeNS float64
+	dataNS, stepNS                float64
 	median                        float64 // of step_time, seconds
 }
 
@@ -216,6 +237,8 @@ func readStepSums(t *testing.T, path string) stepSums {
 		s.dispatchNS += num("dispatch_wait") * 1e9
 		s.syncNS += num("sync_time") * 1e9
 		s.computeNS += num("compute_time") * 1e9
+		s.dataNS += num("data_time") * 1e9
+		s.stepNS += num("step_time") * 1e9
 		times = append(times, num("step_time"))
 	}
 	slices.Sort(times)
