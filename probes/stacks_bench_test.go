@@ -15,9 +15,13 @@ import (
 // the stand-in pipeline under pyenv's 3.12 (compute mode: 100 launches
 // and a sync a step): the same loop attached without stacks, and with
 // every stack read (a launch stack at every launch, the stacks of every
-// sync and copy, CPU samples at 97 Hz). A launch's or a call's stack
-// read is the difference between the two runs' programs; a CPU sample's
-// is cpu_sample's whole run.
+// sync and copy, CPU samples at 97 Hz, off-CPU samples at 97 Hz). A
+// launch's or a call's stack read is the difference between the two runs'
+// programs; a CPU sample's is cpu_sample's whole run. The off-CPU
+// programs run at every context switch (offcpu_leave) and every system
+// call's return (offcpu_return) of every task on the machine, the
+// target's or not: their cost is given a run, and in all, a second of
+// the run.
 //
 //	sudo go test -run '^$' -bench StackReads -benchtime 1x ./probes
 func BenchmarkStackReads(b *testing.B) {
@@ -25,7 +29,8 @@ func BenchmarkStackReads(b *testing.B) {
 	python := testenv.EndToEndPython(b)
 	dir := testenv.Fixtures(b)
 	script := filepath.Join(testenv.Root(), "testdata", "python", "pipeline.py")
-	perRun := func(stacks StackConfig) map[string]float64 {
+	type progCost struct{ perRun, perSecond float64 } // ns a run; ns of CPU a second of wall time
+	perRun := func(stacks StackConfig) map[string]progCost {
 		cfg := DefaultConfig()
 		cfg.Launches, cfg.ProgramStats, cfg.Stacks = true, true, stacks
 		s, err := Open(cfg)
@@ -43,28 +48,36 @@ func BenchmarkStackReads(b *testing.B) {
 		if _, err := s.Attach(cmd.Process.Pid); err != nil {
 			b.Fatal(err)
 		}
+		began := time.Now()
 		if _, err := runFor(b, s, 60*time.Second); !errors.Is(err, ErrTargetsExited) {
 			b.Fatal(err)
 		}
-		out := map[string]float64{}
+		wall := time.Since(began).Seconds()
+		out := map[string]progCost{}
 		for _, st := range s.objs.ProgramStats() {
 			if st.Runs > 0 {
-				out[st.Name] = float64(st.Runtime.Nanoseconds()) / float64(st.Runs)
+				out[st.Name] = progCost{float64(st.Runtime.Nanoseconds()) / float64(st.Runs), float64(st.Runtime.Nanoseconds()) / wall}
 			}
 		}
 		return out
 	}
-	var off, on map[string]float64
+	var off, on map[string]progCost
 	for b.Loop() {
 		off = perRun(StackConfig{})
-		on = perRun(StackConfig{CPUHz: 97, LaunchEvery: 1, Calls: true})
+		on = perRun(StackConfig{CPUHz: 97, OffCPUHz: 97, LaunchEvery: 1, Calls: true})
 	}
-	launch := on["launch_entry"] - off["launch_entry"]
-	call := on["api_return"] - off["api_return"]
+	launch := on["launch_entry"].perRun - off["launch_entry"].perRun
+	call := on["api_return"].perRun - off["api_return"].perRun
 	b.Logf("ns a run, by BPF statistics: launch_entry %.0f without stacks, %.0f reading every launch's stack (+%.0f);"+
 		" api_return %.0f, %.0f reading every sync's and copy's (+%.0f); cpu_sample %.0f a sample",
-		off["launch_entry"], on["launch_entry"], launch, off["api_return"], on["api_return"], call, on["cpu_sample"])
+		off["launch_entry"].perRun, on["launch_entry"].perRun, launch, off["api_return"].perRun, on["api_return"].perRun, call, on["cpu_sample"].perRun)
+	leave, ret := on["offcpu_leave"], on["offcpu_return"]
+	b.Logf("off-CPU: offcpu_leave %.0f ns a context switch, offcpu_return %.0f ns a system call's return (stack reads included),"+
+		" together %.0f µs of CPU a second, machine-wide", leave.perRun, ret.perRun, (leave.perSecond+ret.perSecond)/1e3)
 	b.ReportMetric(launch, "launch-stack-ns")
 	b.ReportMetric(call, "call-stack-ns")
-	b.ReportMetric(on["cpu_sample"], "cpu-sample-ns")
+	b.ReportMetric(on["cpu_sample"].perRun, "cpu-sample-ns")
+	b.ReportMetric(leave.perRun, "offcpu-switch-ns")
+	b.ReportMetric(ret.perRun, "offcpu-sysexit-ns")
+	b.ReportMetric((leave.perSecond+ret.perSecond)/1e3, "offcpu-us/s")
 }

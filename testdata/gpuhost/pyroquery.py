@@ -86,5 +86,27 @@ with open(steps_path) as f:
                   "data_wait", "lock_wait", "gil_wait"):
             sums[k] = sums.get(k, 0.0) + float(s.get(k) or 0)
 result["steps"] = {"n": n, "sums_s": sums}
+
+# The step thread's time by phase: its waits (probed and off CPU) and its
+# time on CPU outside them (on CPU inside a wait, a sync spinning, is
+# labelled with the wait's kind); phases other than "other" are the step
+# thread's alone. Beside it, the steps' phases: step_time leaves out
+# dispatch_wait, and its compute is what data and sync leave.
+CPU, WAIT = "process_cpu:cpu:nanoseconds:cpu:nanoseconds", "wait:wait:nanoseconds:wait:nanoseconds"
+phases = ("dispatch_wait", "data", "sync", "compute")
+wall = {}
+for ph in phases:
+    wall[ph] = int(flame(WAIT, phase=ph).get("total", 0)) + int(flame(CPU, phase=ph, wait_kind="").get("total", 0))
+steps_ph = {"dispatch_wait": sums.get("dispatch_wait", 0) * 1e9, "data": sums.get("data_time", 0) * 1e9,
+            "sync": sums.get("sync_time", 0) * 1e9}
+steps_ph["compute"] = sums.get("step_time", 0) * 1e9 - steps_ph["data"] - steps_ph["sync"]
+tw, ts = sum(wall.values()) or 1, sum(steps_ph.values()) or 1
+result["step_thread"] = {
+    "profiles_ns": wall, "steps_ns": steps_ph,
+    "profiles_share": {k: round(v / tw, 4) for k, v in wall.items()},
+    "steps_share": {k: round(v / ts, 4) for k, v in steps_ph.items()},
+    "wait_by_kind_in_compute": {k: int(flame(WAIT, phase="compute", wait_kind=k).get("total", 0))
+                                for k in label_values("wait_kind", WAIT)},
+}
 json.dump(result, sys.stdout, indent=1)
 print()
