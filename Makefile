@@ -77,7 +77,7 @@ test: check-generated fixtures pyroscope-server
 	$(GO) test -count=1 -p 1 -timeout 30m -run '$(LOAD_SENSITIVE)' ./cmd/gpuprof ./probes
 
 bench: fixtures
-	$(GO) test -count=1 -run '^$$' -bench 'ProbeCost|PythonLockProbe|PythonCallProbe|WholeGet|StackReads' -benchtime 1x -v ./probes
+	$(GO) test -count=1 -run '^$$' -bench 'ProbeCost|PythonLockProbe|PythonCallProbe|WholeGet|StackReads|CPUClockCost' -benchtime 1x -v ./probes
 	$(GO) test -count=1 -run '^$$' -bench 'Correlate|DecodeRecord' -benchmem ./correlate ./probes
 	$(GO) test -count=1 -run '^$$' -bench 'SampleRound' -benchmem ./nvml
 

@@ -1402,6 +1402,14 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 	return 0;
 }
 
+// An empty perf event program: the benchmarks' baseline for the cost of a
+// cpu-clock sample itself.
+SEC("perf_event")
+int bare_perf(struct bpf_perf_event_data *ctx)
+{
+	return 0;
+}
+
 // An empty program: the benchmarks' baseline for the cost of a bare uprobe.
 SEC("uprobe.multi")
 int bare(struct pt_regs *ctx)

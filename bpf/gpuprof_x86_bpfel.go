@@ -332,6 +332,7 @@ const (
 	gpuprofProgApiInstant        = "api_instant"
 	gpuprofProgApiReturn         = "api_return"
 	gpuprofProgBare              = "bare"
+	gpuprofProgBarePerf          = "bare_perf"
 	gpuprofProgCpuSample         = "cpu_sample"
 	gpuprofProgGilEntry          = "gil_entry"
 	gpuprofProgGilReturn         = "gil_return"
@@ -427,6 +428,7 @@ type gpuprofProgramSpecs struct {
 	ApiInstant    *ebpf.ProgramSpec `ebpf:"api_instant"`
 	ApiReturn     *ebpf.ProgramSpec `ebpf:"api_return"`
 	Bare          *ebpf.ProgramSpec `ebpf:"bare"`
+	BarePerf      *ebpf.ProgramSpec `ebpf:"bare_perf"`
 	CpuSample     *ebpf.ProgramSpec `ebpf:"cpu_sample"`
 	GilEntry      *ebpf.ProgramSpec `ebpf:"gil_entry"`
 	GilReturn     *ebpf.ProgramSpec `ebpf:"gil_return"`
@@ -602,6 +604,7 @@ type gpuprofPrograms struct {
 	ApiInstant    *ebpf.Program `ebpf:"api_instant"`
 	ApiReturn     *ebpf.Program `ebpf:"api_return"`
 	Bare          *ebpf.Program `ebpf:"bare"`
+	BarePerf      *ebpf.Program `ebpf:"bare_perf"`
 	CpuSample     *ebpf.Program `ebpf:"cpu_sample"`
 	GilEntry      *ebpf.Program `ebpf:"gil_entry"`
 	GilReturn     *ebpf.Program `ebpf:"gil_return"`
@@ -623,6 +626,7 @@ func (p *gpuprofPrograms) Close() error {
 		p.ApiInstant,
 		p.ApiReturn,
 		p.Bare,
+		p.BarePerf,
 		p.CpuSample,
 		p.GilEntry,
 		p.GilReturn,
