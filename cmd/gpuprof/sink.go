@@ -21,6 +21,13 @@ type sink struct {
 	seen     map[uint32]bool   // processes whose identity was looked up
 	metrics  *metrics.Exporter // nil: no --metrics-addr; takes the GPU rounds and Xids
 	profiles *profileRecorder  // nil: no --pyroscope; takes every event ahead of the loop
+	taps     []eventTap        // the pictures (--trace, --html, gpuprof top): every event, ahead of the loop
+}
+
+// An eventTap sees every event the loop does, in the loop's order, from
+// one goroutine at a time: the outputs drawn from the run as a whole.
+type eventTap interface {
+	Event(e *events.Event)
 }
 
 // add takes a batch of events, in order.
@@ -56,6 +63,9 @@ func (s *sink) put(e *events.Event) {
 	}
 	if s.profiles != nil {
 		s.profiles.add(e) // ahead of the loop, which may cut a step on it
+	}
+	for _, t := range s.taps {
+		t.Event(e)
 	}
 	s.loop.Add(e)
 	if s.metrics != nil {
