@@ -52,4 +52,8 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
+// An HTML5 parser, for the tests that read the report's DOM back from
+// headless Chromium (cmd/gpuprof/report_test.go).
+require golang.org/x/net v0.62.0
+
 tool github.com/cilium/ebpf/cmd/bpf2go

@@ -39,6 +39,11 @@ type stepRecord struct {
 	// pool and samples are absent where they were not read.
 	Pool    *int `json:"pool,omitempty"`
 	Samples *int `json:"samples,omitempty"`
+	// Phases is the step thread's wall time by phase (correlate.Phase:
+	// dispatch_wait, data, sync, compute, other), seconds summing to
+	// wall_time: the step breakdown the report plots. Phases the step
+	// did not have are absent.
+	Phases map[correlate.Phase]float64 `json:"phases,omitempty"`
 }
 
 // JSONL writes one JSON object per step.
@@ -84,6 +89,12 @@ func (j *JSONL) Write(s correlate.Step) error {
 	}
 	if s.SamplesMeasured {
 		r.Samples = &s.Samples
+	}
+	for _, p := range s.Phases {
+		if r.Phases == nil {
+			r.Phases = map[correlate.Phase]float64{}
+		}
+		r.Phases[p.Phase] += float64(p.EndNS-p.StartNS) / 1e9
 	}
 	if err := j.enc.Encode(r); err != nil {
 		return fmt.Errorf("write step: %w", err)

@@ -28,6 +28,7 @@ Usage:
   gpuprof probes --pid PID             show what would be attached where, and why not
   gpuprof gpus                         the GPUs' hardware state as gpuprof reads it (NVML)
   gpuprof replay TRACE [flags]         cut a recorded trace (--record) into steps
+  gpuprof report TRACE --html OUT      draw a recorded trace as an HTML report
   gpuprof compare --truth F --steps F  line gpuprof's steps up with a job's own log
   gpuprof version
 
@@ -61,6 +62,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = gpusCmd(args[1:], stdout, stderr)
 	case "replay":
 		err = replayCmd(args[1:], stdout, stderr)
+	case "report":
+		err = reportCmd(args[1:], stdout, stderr)
 	case "compare":
 		err = compareCmd(args[1:], stdout, stderr)
 	case "version", "--version":

@@ -50,6 +50,7 @@ type profileFlags struct {
 	metrics     metricsFlags
 	pyroscope   pyroscopeFlags
 	stacks      stackFlags
+	pictures    pictureFlags
 
 	// parsed from preset and probeSpecs
 	user  []probes.UserProbe
@@ -79,6 +80,7 @@ func (f *profileFlags) register(fs *pflag.FlagSet) {
 	f.metrics.register(fs)
 	f.pyroscope.register(fs)
 	f.stacks.register(fs)
+	f.pictures.register(fs)
 	fs.BoolVar(&f.normalPrio, "normal-sched", false, "run gpuprof's threads under the normal scheduling policy (default: SCHED_BATCH, so that they never preempt the job's threads as they wake)")
 	fs.BoolVar(&f.probeStats, "probe-stats", false, "at the end, print how often each BPF program ran and for how long (turns on the kernel's BPF statistics while attached)")
 }
@@ -157,6 +159,9 @@ func openSession(f *profileFlags) (*probes.Session, error) {
 	if cfg.Stacks, err = f.stacks.config(f.pyroscope.enabled()); err != nil {
 		return nil, err
 	}
+	if err := f.pictures.check(); err != nil {
+		return nil, err
+	}
 	// Before anything is attached or started: a port in use fails now.
 	if err := f.metrics.listen(); err != nil {
 		return nil, err
@@ -199,6 +204,12 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	if err := outs.openJSONL(f.jsonl); err != nil {
 		return err
 	}
+	pics, err := openPictures(f.pictures)
+	if err != nil {
+		return err
+	}
+	title := commandTitle(pids) // now: the job may be gone at the end
+	outs.more = append(outs.more, pics.outputs()...)
 	// finish cuts the last steps and closes their outputs.
 	finish := func() error {
 		loop.Finish()
@@ -236,7 +247,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		ctx, cancel = context.WithTimeout(ctx, f.duration)
 		defer cancel()
 	}
-	out := &sink{trace: trace, loop: loop, metrics: exp, profiles: rec}
+	out := &sink{trace: trace, loop: loop, metrics: exp, profiles: rec, taps: pics.taps()}
 	stopGPUs := gw.run(ctx, out.add, func(x events.Xid) { out.add(x.Event()) })
 	start := time.Now()
 	var lost uint64
@@ -280,10 +291,15 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	if rec != nil {
 		rec.writeSummary(stdout)
 	}
+	var gpuRuns []correlate.GPURun
 	if gw.state != nil {
-		runs := gw.state.Runs()
-		report.WriteGPUs(stdout, runs, correlate.Groups(runs, gw.groups), gw.views)
+		gpuRuns = gw.state.Runs()
+		report.WriteGPUs(stdout, gpuRuns, correlate.Groups(gpuRuns, gw.groups), gw.views)
 	}
+	loss := sessionLoss(sess.Stats())
+	info := runInfo{title: title, source: "attached to " + pidList(pids), attached: attached.Seconds(),
+		kernels: kernelCounts(sess, loop), gpus: gpuRuns, loss: &loss}
+	outErr = errors.Join(outErr, pics.close(loop, info, stdout))
 	if f.probeStats {
 		progs, waits, err := sess.ProbeStats()
 		if err != nil {

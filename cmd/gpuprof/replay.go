@@ -1,9 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/gpuprof/gpuprof/control"
 	"github.com/gpuprof/gpuprof/correlate"
@@ -16,21 +19,54 @@ import (
 func replayCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("replay", stderr)
 	var f profileFlags
-	fs.StringVar(&f.jsonl, "jsonl", "", "write one JSON object per step to this file")
-	fs.StringVar(&f.boundary, "step-boundary", "", "the CUDA call whose return ends a step (default: found)")
-	fs.Uint32Var(&f.thread, "step-thread", 0, "the thread whose steps to report (default: found)")
-	fs.IntVar(&f.batchSize, "batch-size", 0, "samples a step trains on, for train_capacity and thru")
-	f.pyroscope.register(fs)
+	registerReplay(fs, &f)
 	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if _, err := f.pyroscope.config(nil); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
 		return usageErr("replay needs one trace file (made with attach --record)")
 	}
-	h, evs, unknown, err := events.ReadTrace(fs.Arg(0))
+	return replayTrace(fs.Arg(0), &f, true, stdout)
+}
+
+// reportCmd draws a recorded trace as the HTML report (and a timeline).
+func reportCmd(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("report", stderr)
+	var f profileFlags
+	registerReplay(fs, &f)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageErr("report needs one trace file (made with attach --record): gpuprof report TRACE --html report.html")
+	}
+	if f.pictures.html == "" {
+		return usageErr("report needs --html OUT, the page to write: gpuprof report %s --html report.html", fs.Arg(0))
+	}
+	return replayTrace(fs.Arg(0), &f, false, stdout)
+}
+
+// registerReplay registers the flags replay and report share.
+func registerReplay(fs *pflag.FlagSet, f *profileFlags) {
+	fs.StringVar(&f.jsonl, "jsonl", "", "write one JSON object per step to this file")
+	fs.StringVar(&f.boundary, "step-boundary", "", "the CUDA call whose return ends a step (default: found)")
+	fs.Uint32Var(&f.thread, "step-thread", 0, "the thread whose steps to report (default: found)")
+	fs.IntVar(&f.batchSize, "batch-size", 0, "samples a step trains on, for train_capacity and thru")
+	f.pyroscope.register(fs)
+	f.pictures.register(fs)
+}
+
+// replayTrace cuts the trace at path into steps with f's outputs; text
+// says whether to print the summaries.
+func replayTrace(path string, f *profileFlags, text bool, stdout io.Writer) error {
+	if _, err := f.pyroscope.config(nil); err != nil {
+		return err
+	}
+	pics, err := openPictures(f.pictures)
+	if err != nil {
+		return err
+	}
+	h, evs, unknown, err := events.ReadTrace(path)
 	if err != nil {
 		return err
 	}
@@ -46,7 +82,7 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 	cfg := control.DefaultConfig()
 	cfg.Correlate = f.correlateConfig()
 	cfg.Correlate.GPUs = gpus
-	outs := &stepOutputs{live: report.NewLive(io.Discard, false)}
+	outs := &stepOutputs{live: report.NewLive(io.Discard, false), more: pics.outputs()}
 	loop, err := control.New(cfg, nil, outs)
 	if err != nil {
 		return err
@@ -61,10 +97,14 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 	if rec != nil {
 		outs.more = append(outs.more, rec)
 	}
+	taps := pics.taps()
 	for i := range evs {
 		if rec != nil {
 			rec.add(&evs[i])
 			rec.tick(time.Now())
+		}
+		for _, t := range taps {
+			t.Event(&evs[i])
 		}
 		loop.Add(&evs[i])
 	}
@@ -78,6 +118,23 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		defer rec.writeSummary(stdout)
 	}
+	var runs []correlate.GPURun
+	if gpus != nil {
+		runs = gpus.Runs()
+	}
+	info := runInfo{title: "trace " + path, source: fmt.Sprintf("replayed from %s (recorded by gpuprof %s)", path, h.Version), gpus: runs}
+	if text {
+		writeReplaySummaries(stdout, loop, path, h, len(evs), unknown)
+		if gpus != nil {
+			report.WriteGPUs(stdout, runs, nil, nil)
+		}
+	}
+	return errors.Join(pics.close(loop, info, stdout))
+}
+
+// writeReplaySummaries prints each process's summary, the job's view and
+// what was lost, as attach prints them at the end.
+func writeReplaySummaries(stdout io.Writer, loop *control.Loop, path string, h events.TraceHeader, delivered, unknown int) {
 	for i, pid := range loop.PIDs() {
 		if i > 0 {
 			fmt.Fprintln(stdout)
@@ -87,14 +144,9 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 		if sum.LastNS > sum.FirstNS {
 			span = time.Duration(sum.LastNS - sum.FirstNS)
 		}
-		target := fmt.Sprintf("PID %d in trace %s (gpuprof %s)", pid, fs.Arg(0), h.Version)
+		target := fmt.Sprintf("PID %d in trace %s (gpuprof %s)", pid, path, h.Version)
 		report.WriteSummary(stdout, report.Summary{Target: target, Attached: span.Seconds(), Run: sum})
 	}
 	writeJob(stdout, loop.Runs())
-	report.WriteLoss(stdout, report.Loss{Delivered: uint64(len(evs)), BadRecords: uint64(unknown)})
-	if gpus != nil {
-		runs := gpus.Runs()
-		report.WriteGPUs(stdout, runs, nil, nil)
-	}
-	return nil
+	report.WriteLoss(stdout, report.Loss{Delivered: uint64(delivered), BadRecords: uint64(unknown)})
 }

@@ -37,7 +37,7 @@ func noteAttached(live *report.Live, lp probes.LibraryPlan) {
 // Python waits, the job's view, and the session's loss counters.
 func writeSummaries(w io.Writer, sess *probes.Session, loop *control.Loop, attached time.Duration, sampling string) {
 	stats := sess.Stats()
-	kl, _ := sess.KernelLaunches()
+	kernels := kernelCounts(sess, loop)
 	pids := loop.PIDs()
 	if len(pids) == 0 {
 		pids = []uint32{0}
@@ -54,6 +54,25 @@ func writeSummaries(w io.Writer, sess *probes.Session, loop *control.Loop, attac
 		s := report.Summary{Target: target, Attached: attached.Seconds(), Run: run, LaunchSampling: sampling,
 			Engine: correlate.EngineProcess(run)}
 		s.RecordSites, s.RecordsNarrowed = sess.Records().Sites(int(pid))
+		s.Kernels = kernels(pid)
+		report.WriteSummary(w, s)
+	}
+	writeJob(w, loop.Runs())
+	report.WriteLoss(w, sessionLoss(stats))
+}
+
+// sessionLoss is what the session lost on the way from the probes.
+func sessionLoss(stats probes.Stats) report.Loss {
+	return report.Loss{Delivered: stats.Events, RingbufFull: stats.RingbufFull, BadRecords: stats.BadRecords,
+		StaleCalls: stats.StaleCalls, KernelsFull: stats.KernelMapFull}
+}
+
+// kernelCounts reads the session's launch counts per kernel once and
+// names them by the loop's kernel names: a process's, most launched first.
+func kernelCounts(sess *probes.Session, loop *control.Loop) func(pid uint32) []report.Kernel {
+	kl, _ := sess.KernelLaunches()
+	return func(pid uint32) []report.Kernel {
+		var out []report.Kernel
 		for _, k := range kl {
 			if k.PID != pid {
 				continue
@@ -62,13 +81,10 @@ func writeSummaries(w io.Writer, sess *probes.Session, loop *control.Loop, attac
 			if !ok {
 				name = fmt.Sprintf("kernel %#x (name not seen: loaded before attach)", k.Handle)
 			}
-			s.Kernels = append(s.Kernels, report.Kernel{Name: name, Count: k.Count})
+			out = append(out, report.Kernel{Name: name, Count: k.Count})
 		}
-		report.WriteSummary(w, s)
+		return out
 	}
-	writeJob(w, loop.Runs())
-	report.WriteLoss(w, report.Loss{Delivered: stats.Events, RingbufFull: stats.RingbufFull, BadRecords: stats.BadRecords,
-		StaleCalls: stats.StaleCalls, KernelsFull: stats.KernelMapFull})
 }
 
 // writeJob prints the job view when several processes have steps, and
