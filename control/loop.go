@@ -106,6 +106,8 @@ func (l *Loop) Add(e *events.Event) {
 			l.ranks[e.PID] = int(e.Args[0] - 1)
 		}
 		return
+	case events.KindKernelCount:
+		return // a recorded run's last words, for the summaries
 	}
 	if e.Kind == events.KindLaunchProbes && e.PID == 0 {
 		// Launch probes switched for every process at once (traces

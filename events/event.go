@@ -65,6 +65,11 @@ const (
 	// chance (it stands for Args[0] ns then). Args[1] holds OffCPU*
 	// bits. Native and Frames are the stacks it left with.
 	KindOffCPU Kind = 16
+	// KindKernelCount is how many times process PID launched the kernel of
+	// handle Args[0] (as launches count it) while attached: Args[1]. A
+	// recorded run ends with them (the counts are kept in a BPF map, not
+	// sent as events), so a replay lists the most launched kernels too.
+	KindKernelCount Kind = 17
 )
 
 // A KindOffCPU sample's Args[1] bits.

@@ -39,6 +39,9 @@ func (c *Collector) processCharts(p *Process, ps *procSeries, x1 float64) []temp
 	ch.sub = fmt.Sprintf("where each step's wall time went, ms a step; %d steps%s", s.items(), binNote(s))
 	ch.stack(p.PID, s, fields, names, colors, 1e3)
 	out = append(out, template.HTML(ch.svg("breakdown-"+id)))
+	if p.Engine {
+		return out // an engine's iterations are no training steps to bound
+	}
 
 	fields, names, colors = fields[:0], names[:0], colors[:0]
 	for _, bf := range boundFields {

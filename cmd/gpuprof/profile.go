@@ -267,6 +267,11 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		out.add(batch...)
 	})
 	stopGPUs()
+	kl, _ := sess.KernelLaunches()
+	if trace != nil && out.traceErr == nil {
+		_, now := monoToWall()
+		out.traceErr = recordKernelCounts(trace, kl, now())
+	}
 	outErr := finish()
 	if rec != nil {
 		outErr = errors.Join(outErr, rec.close())
@@ -298,7 +303,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	}
 	loss := sessionLoss(sess.Stats())
 	info := runInfo{title: title, source: "attached to " + pidList(pids), attached: attached.Seconds(),
-		kernels: kernelCounts(sess, loop), gpus: gpuRuns, loss: &loss}
+		kernels: kernelCounts(kl, loop), gpus: gpuRuns, loss: &loss}
 	outErr = errors.Join(outErr, pics.close(loop, info, stdout))
 	if f.probeStats {
 		progs, waits, err := sess.ProbeStats()

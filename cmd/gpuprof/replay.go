@@ -122,9 +122,11 @@ func replayTrace(path string, f *profileFlags, text bool, stdout io.Writer) erro
 	if gpus != nil {
 		runs = gpus.Runs()
 	}
-	info := runInfo{title: "trace " + path, source: fmt.Sprintf("replayed from %s (recorded by gpuprof %s)", path, h.Version), gpus: runs}
+	kernels := kernelCounts(recordedKernelCounts(evs), loop)
+	info := runInfo{title: "trace " + path, source: fmt.Sprintf("replayed from %s (recorded by gpuprof %s)", path, h.Version),
+		gpus: runs, kernels: kernels}
 	if text {
-		writeReplaySummaries(stdout, loop, path, h, len(evs), unknown)
+		writeReplaySummaries(stdout, loop, path, h, len(evs), unknown, kernels)
 		if gpus != nil {
 			report.WriteGPUs(stdout, runs, nil, nil)
 		}
@@ -134,7 +136,8 @@ func replayTrace(path string, f *profileFlags, text bool, stdout io.Writer) erro
 
 // writeReplaySummaries prints each process's summary, the job's view and
 // what was lost, as attach prints them at the end.
-func writeReplaySummaries(stdout io.Writer, loop *control.Loop, path string, h events.TraceHeader, delivered, unknown int) {
+func writeReplaySummaries(stdout io.Writer, loop *control.Loop, path string, h events.TraceHeader, delivered, unknown int,
+	kernels func(pid uint32) []report.Kernel) {
 	for i, pid := range loop.PIDs() {
 		if i > 0 {
 			fmt.Fprintln(stdout)
@@ -145,7 +148,7 @@ func writeReplaySummaries(stdout io.Writer, loop *control.Loop, path string, h e
 			span = time.Duration(sum.LastNS - sum.FirstNS)
 		}
 		target := fmt.Sprintf("PID %d in trace %s (gpuprof %s)", pid, path, h.Version)
-		report.WriteSummary(stdout, report.Summary{Target: target, Attached: span.Seconds(), Run: sum})
+		report.WriteSummary(stdout, report.Summary{Target: target, Attached: span.Seconds(), Run: sum, Kernels: kernels(pid)})
 	}
 	writeJob(stdout, loop.Runs())
 	report.WriteLoss(stdout, report.Loss{Delivered: uint64(delivered), BadRecords: uint64(unknown)})

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"io"
 	"time"
 
 	"github.com/gpuprof/gpuprof/control"
 	"github.com/gpuprof/gpuprof/correlate"
 	"github.com/gpuprof/gpuprof/cudaapi"
+	"github.com/gpuprof/gpuprof/events"
 	"github.com/gpuprof/gpuprof/probes"
 	"github.com/gpuprof/gpuprof/report"
 )
@@ -37,7 +40,8 @@ func noteAttached(live *report.Live, lp probes.LibraryPlan) {
 // Python waits, the job's view, and the session's loss counters.
 func writeSummaries(w io.Writer, sess *probes.Session, loop *control.Loop, attached time.Duration, sampling string) {
 	stats := sess.Stats()
-	kernels := kernelCounts(sess, loop)
+	kl, _ := sess.KernelLaunches()
+	kernels := kernelCounts(kl, loop)
 	pids := loop.PIDs()
 	if len(pids) == 0 {
 		pids = []uint32{0}
@@ -67,10 +71,9 @@ func sessionLoss(stats probes.Stats) report.Loss {
 		StaleCalls: stats.StaleCalls, KernelsFull: stats.KernelMapFull}
 }
 
-// kernelCounts reads the session's launch counts per kernel once and
-// names them by the loop's kernel names: a process's, most launched first.
-func kernelCounts(sess *probes.Session, loop *control.Loop) func(pid uint32) []report.Kernel {
-	kl, _ := sess.KernelLaunches()
+// kernelCounts names the launch counts per kernel (most launched first)
+// by the loop's kernel names: a process's.
+func kernelCounts(kl []probes.KernelLaunch, loop *control.Loop) func(pid uint32) []report.Kernel {
 	return func(pid uint32) []report.Kernel {
 		var out []report.Kernel
 		for _, k := range kl {
@@ -85,6 +88,31 @@ func kernelCounts(sess *probes.Session, loop *control.Loop) func(pid uint32) []r
 		}
 		return out
 	}
+}
+
+// recordKernelCounts ends a recorded trace with the launch counts per
+// kernel, which a replay has no BPF map to read.
+func recordKernelCounts(trace *events.TraceWriter, kl []probes.KernelLaunch, at uint64) error {
+	for _, k := range kl {
+		e := events.Event{Kind: events.KindKernelCount, PID: k.PID, Start: at, End: at, Args: [5]uint64{k.Handle, k.Count}}
+		if err := trace.Write(&e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recordedKernelCounts are a trace's launch counts per kernel, most
+// launched first.
+func recordedKernelCounts(evs []events.Event) []probes.KernelLaunch {
+	var kl []probes.KernelLaunch
+	for i := range evs {
+		if e := &evs[i]; e.Kind == events.KindKernelCount {
+			kl = append(kl, probes.KernelLaunch{PID: e.PID, Handle: e.Args[0], Count: e.Args[1]})
+		}
+	}
+	slices.SortStableFunc(kl, func(a, b probes.KernelLaunch) int { return cmp.Compare(b.Count, a.Count) })
+	return kl
 }
 
 // writeJob prints the job view when several processes have steps, and
