@@ -3,8 +3,8 @@ package main
 import (
 	"cmp"
 	"fmt"
-	"slices"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/gpuprof/gpuprof/control"
