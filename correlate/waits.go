@@ -37,6 +37,14 @@ func ClassifyWait(e *events.Event) WaitKind {
 	return k
 }
 
+// DescribeWait is ClassifyWait with what waited, as the summary's table of
+// waits names it: the blocking call and its first caller outside the
+// standard library ("queue.Queue.get (train.py:loop)").
+func DescribeWait(e *events.Event) (WaitKind, string) {
+	k, what, _ := classifyWait(e)
+	return k, what
+}
+
 // classifyWait names what a Python wait event waited for: sleeps by the
 // libc function they blocked in, the rest by their frames. For a queue's
 // get or put it also returns the queue object's address (0 if unknown).

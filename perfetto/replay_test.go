@@ -206,9 +206,10 @@ func checkSteps(t *testing.T, r replayed, p *parsed) {
 func heldThread(e *events.Event, user map[uint16]correlate.UserProbe) (string, bool) {
 	switch e.Kind {
 	case events.KindPyWait:
-		name := "wait " + correlate.ClassifyWait(e).String()
-		if len(e.Frames) > 0 {
-			name += ": " + e.Frames[0].Func
+		kind, what := correlate.DescribeWait(e)
+		name := "wait " + kind.String()
+		if what != "" {
+			name += ": " + what
 		}
 		return name, true
 	case events.KindPyGIL:

@@ -48,9 +48,9 @@ func (c *waitTexts) key(e *events.Event) uint64 {
 	return c.h.Sum64()
 }
 
-// text is the wait's name and args as written: "wait KIND: FUNC", FUNC
-// the innermost frame's (the lock's own Python function), with the frames
-// and the libc function it blocked in.
+// text is the wait's name and args as written: "wait KIND: WHAT", WHAT
+// as the summary names it (correlate.DescribeWait), with the frames and
+// the libc function it blocked in.
 func (c *waitTexts) text(e *events.Event) []byte {
 	k := c.key(e)
 	if b, ok := c.texts[k]; ok {
@@ -60,10 +60,11 @@ func (c *waitTexts) text(e *events.Event) []byte {
 		clear(c.texts)
 	}
 	b := append([]byte(nil), `,"name":"wait `...)
-	b = append(b, correlate.ClassifyWait(e).String()...)
-	if len(e.Frames) > 0 {
+	kind, what := correlate.DescribeWait(e)
+	b = append(b, kind.String()...)
+	if what != "" {
 		b = append(b, ": "...)
-		b = appendEscaped(b, e.Frames[0].Func)
+		b = appendEscaped(b, what)
 	}
 	b = append(b, `","args":{`...)
 	if e.Name != "" {

@@ -58,7 +58,7 @@ func TestClockOrigin(t *testing.T) {
 	if len(ss) != 2 || ss[0].start != t0-p.origin || ss[0].dur != 1500 || ss[1].start != t0-400_000_000-p.origin || ss[1].dur != 99_999_993 {
 		t.Fatalf("slices %+v", ss)
 	}
-	if ss[0].name != "wait dispatch: Condition.wait" || ss[0].args["stack"] != "Condition.wait (threading.py) < Queue.get (queue.py)" ||
+	if ss[0].name != "wait dispatch: queue.Queue.get" || ss[0].args["stack"] != "Condition.wait (threading.py) < Queue.get (queue.py)" ||
 		ss[0].args["libc"] != "sem_timedwait" {
 		t.Errorf("wait slice %+v", ss[0])
 	}
@@ -94,7 +94,7 @@ func TestOverlapsLane(t *testing.T) {
 		}
 		return out
 	}
-	if got := fmt.Sprint(name(main)); got != "[wait dispatch: Condition.wait@100+100 GIL@120+60 wait dispatch: Condition.wait@300+100 wait dispatch: Condition.wait@90+120]" {
+	if got := fmt.Sprint(name(main)); got != "[wait dispatch: queue.Queue.get@100+100 GIL@120+60 wait dispatch: queue.Queue.get@300+100 wait dispatch: queue.Queue.get@90+120]" {
 		t.Errorf("thread track %s", got)
 	}
 	if got := fmt.Sprint(name(lane)); got != "[cudaStreamSynchronize@150+100 cudaStreamSynchronize@300+200]" {
@@ -455,7 +455,7 @@ func TestWaitTexts(t *testing.T) {
 	}
 	for i, s := range p.slices {
 		f := fmt.Sprintf("f%d", i%(n-50))
-		if s.name != "wait dispatch: "+f || s.args["stack"] != f+" (threading.py) < Queue.get (queue.py)" {
+		if s.name != "wait dispatch: queue.Queue.get" || s.args["stack"] != f+" (threading.py) < Queue.get (queue.py)" {
 			t.Fatalf("wait %d: %s %v", i, s.name, s.args)
 		}
 	}

@@ -204,7 +204,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	if err := outs.openJSONL(f.jsonl); err != nil {
 		return err
 	}
-	pics, err := openPictures(f.pictures)
+	pics, err := openPictures(f.pictures, f.roles, threadComm)
 	if err != nil {
 		return err
 	}

@@ -62,8 +62,7 @@ func replayTrace(path string, f *profileFlags, text bool, stdout io.Writer) erro
 	if _, err := f.pyroscope.config(nil); err != nil {
 		return err
 	}
-	pics, err := openPictures(f.pictures)
-	if err != nil {
+	if err := f.pictures.check(); err != nil {
 		return err
 	}
 	h, evs, unknown, err := events.ReadTrace(path)
@@ -72,6 +71,10 @@ func replayTrace(path string, f *profileFlags, text bool, stdout io.Writer) erro
 	}
 	f.noLaunches = h.NoLaunchCounts
 	if f.user, f.roles, err = userProbes("", h.UserProbes); err != nil {
+		return err
+	}
+	pics, err := openPictures(f.pictures, f.roles, nil)
+	if err != nil {
 		return err
 	}
 	var gpus *correlate.GPUs

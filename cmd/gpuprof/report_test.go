@@ -238,6 +238,19 @@ func TestReportCommand(t *testing.T) {
 	oneLine(t, gpuprof(t, "report", trace), 2, "report needs --html OUT")
 	oneLine(t, gpuprof(t, "report", trace, "--html", t.TempDir()), 2, "is a directory")
 	oneLine(t, gpuprof(t, "report", trace, "--html", "/no/such/dir/r.html"), 2, "does not exist")
+	oneLine(t, gpuprof(t, "report", trace, "--html", page, "--trace", "/no/such/dir/t.json"), 2, "does not exist")
+	oneLine(t, gpuprof(t, "report", trace, "--html", page, "--trace", page), 2, "give them different files")
+	oneLine(t, gpuprof(t, "report", trace, "--html", page, "--trace-max-mb", "0"), 2, "give a positive size")
+	timeline := filepath.Join(t.TempDir(), "t.json")
+	if r := gpuprof(t, "report", trace, "--html", page, "--trace", timeline); r.code != 0 || !strings.Contains(r.stdout, "timeline: "+timeline+" (399 steps") {
+		t.Fatalf("report --trace: %+v", r)
+	}
+	var tl struct {
+		TraceEvents []map[string]any `json:"traceEvents"`
+	}
+	if b, err := os.ReadFile(timeline); err != nil || json.Unmarshal(b, &tl) != nil || len(tl.TraceEvents) < 399*3 {
+		t.Fatalf("the timeline is not a trace of the steps (%v, %d events)", err, len(tl.TraceEvents))
+	}
 	bad := filepath.Join(t.TempDir(), "bad.jsonl.gz")
 	var gz bytes.Buffer
 	w := gzip.NewWriter(&gz)
