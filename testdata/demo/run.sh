@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make demo: start the demo trainer on the stand-in CUDA libraries, attach
 # gpuprof to it while it runs, and print gpuprof's numbers beside the
-# trainer's own log. Files land in demo-out/.
+# trainer's own log. Files land in demo-out/: the steps, the HTML report
+# (report.html) and the Perfetto timeline (timeline.json).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if [ "$(id -u)" != 0 ]; then
@@ -15,7 +16,8 @@ testdata/build/demo-trainer --steps 400 --start-delay 0.5 --truth "$out/demo-tru
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
 echo "demo trainer running as PID $pid; attaching gpuprof until it exits"
-bin/gpuprof attach --pid "$pid" --jsonl "$out/gpuprof-steps.jsonl" | tee "$out/summary.txt"
+bin/gpuprof attach --pid "$pid" --jsonl "$out/gpuprof-steps.jsonl" --html "$out/report.html" --trace "$out/timeline.json" |
+	tee "$out/summary.txt"
 wait "$pid"
 trap - EXIT
 echo
