@@ -158,7 +158,7 @@ func renderTrace(t *testing.T, path string) (string, []correlate.Step, []events.
 	t.Helper()
 	c := NewCollector()
 	var samples []events.GPUSample
-	steps, loop := replaytest.Run(t, path, func(e *events.Event) {
+	_, steps, loop := replaytest.Run(t, path, func(e *events.Event) {
 		c.Event(e)
 		if e.Kind == events.KindGPUSamples {
 			samples = append(samples, e.GPUs...)

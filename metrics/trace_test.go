@@ -1,13 +1,11 @@
 package metrics
 
 import (
-	"log/slog"
 	"testing"
 
-	"github.com/gpuprof/gpuprof/control"
 	"github.com/gpuprof/gpuprof/correlate"
 	"github.com/gpuprof/gpuprof/events"
-	"github.com/gpuprof/gpuprof/internal/tracecfg"
+	"github.com/gpuprof/gpuprof/internal/replaytest"
 )
 
 // slowRank1 is a trace of a two-rank DDP job on two H200s whose rank 1
@@ -32,27 +30,12 @@ func (collected) Processes(int)           {}
 // replayTrace cuts a recorded trace into steps as gpuprof replay does.
 func replayTrace(t *testing.T, path string) (events.TraceHeader, []fed) {
 	t.Helper()
-	h, evs, _, err := events.ReadTrace(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := control.DefaultConfig()
-	cfg.Log = slog.New(slog.DiscardHandler)
-	if cfg.Correlate, err = tracecfg.Correlate(h); err != nil {
-		t.Fatal(err)
-	}
 	var items []fed
-	l, err := control.New(cfg, nil, collected{&items})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range evs {
-		l.Add(&evs[i])
-		if evs[i].Kind == events.KindGPUSamples {
-			items = append(items, fed{round: evs[i].GPUs})
+	h, _, _ := replaytest.Run(t, path, func(e *events.Event) {
+		if e.Kind == events.KindGPUSamples {
+			items = append(items, fed{round: e.GPUs})
 		}
-	}
-	l.Finish()
+	}, collected{&items})
 	return h, items
 }
 

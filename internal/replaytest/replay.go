@@ -14,9 +14,9 @@ import (
 )
 
 // Run replays the trace at path: tap sees each event before the loop does
-// (nil: none), out each step the loop cuts; it returns the steps and the
-// loop, finished.
-func Run(t testing.TB, path string, tap func(*events.Event), out control.Output) ([]correlate.Step, *control.Loop) {
+// (nil: none), out each step the loop cuts; it returns the trace's
+// header, the steps and the loop, finished.
+func Run(t testing.TB, path string, tap func(*events.Event), out control.Output) (events.TraceHeader, []correlate.Step, *control.Loop) {
 	t.Helper()
 	h, evs, _, err := events.ReadTrace(path)
 	if err != nil {
@@ -39,7 +39,7 @@ func Run(t testing.TB, path string, tap func(*events.Event), out control.Output)
 		l.Add(&evs[i])
 	}
 	l.Finish()
-	return kept.steps, l
+	return h, kept.steps, l
 }
 
 // keep keeps the steps and passes everything on.
