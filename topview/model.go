@@ -32,7 +32,7 @@ type Model struct {
 	procs   map[uint32]*proc
 	latest  uint64 // the latest step's end (CLOCK_MONOTONIC ns): the window's now
 	steps   int    // steps seen, all processes
-	gpus    map[int]events.GPUSample
+	gpus    map[int]*gpuState
 	names   map[int]string // GPU names by NVML index
 	notes   []string       // the latest, oldest first
 	nprocs  int            // processes that sent events
@@ -52,7 +52,7 @@ type proc struct {
 
 // New returns an empty model, attached from now.
 func New() *Model {
-	return &Model{now: time.Now, start: time.Now(), procs: map[uint32]*proc{}, gpus: map[int]events.GPUSample{},
+	return &Model{now: time.Now, start: time.Now(), procs: map[uint32]*proc{}, gpus: map[int]*gpuState{},
 		names: map[int]string{}}
 }
 
@@ -117,7 +117,7 @@ func (m *Model) Processes(n int) {
 }
 
 // Event takes every event the profile sees; it keeps each GPU's latest
-// hardware sample (events.KindGPUSamples) and lets the rest go.
+// hardware state (events.KindGPUSamples) and lets the rest go.
 func (m *Model) Event(e *events.Event) {
 	if e.Kind != events.KindGPUSamples {
 		return
@@ -125,8 +125,12 @@ func (m *Model) Event(e *events.Event) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, g := range e.GPUs {
-		g.Procs = slices.Clone(g.Procs) // the sampler's slice is not ours to keep
-		m.gpus[g.GPU] = g
+		st := m.gpus[g.GPU]
+		if st == nil {
+			st = &gpuState{}
+			m.gpus[g.GPU] = st
+		}
+		st.add(g)
 	}
 }
 
@@ -200,7 +204,7 @@ func (m *Model) snapshot() snapshot {
 		return int(a.pid) - int(b.pid)
 	})
 	for i, g := range m.gpus {
-		s.gpus = append(s.gpus, gpuRow{sample: g, name: m.names[i]})
+		s.gpus = append(s.gpus, gpuRow{sample: g.shown, name: m.names[i]})
 	}
 	slices.SortFunc(s.gpus, func(a, b gpuRow) int { return a.sample.GPU - b.sample.GPU })
 	return s

@@ -88,25 +88,40 @@ func TestWindowIsBounded(t *testing.T) {
 	}
 }
 
-func TestEventsKeepTheLatestGPUSample(t *testing.T) {
+func TestEventsKeepTheLatestGPUState(t *testing.T) {
 	m := fixed()
 	m.Event(&events.Event{Kind: events.KindCall, PID: 1})
 	if len(m.snapshot().gpus) != 0 {
 		t.Fatal("a call was taken as a GPU sample")
 	}
-	a, b := gpuSample(1), gpuSample(0)
-	a.Procs = []events.GPUProcess{{PID: 7}}
-	round := []events.GPUSample{a, b}
-	m.Event(&events.Event{Kind: events.KindGPUSamples, GPUs: round})
-	a.GPUUtil = 90
-	m.Event(&events.Event{Kind: events.KindGPUSamples, GPUs: []events.GPUSample{a}})
-	round[0].Procs[0].PID = 99 // the sampler's slice changes: the model's copy does not
+	round := func(at time.Duration, gs ...events.GPUSample) {
+		for i := range gs {
+			gs[i].TimeNS = uint64(at)
+		}
+		m.Event(&events.Event{Kind: events.KindGPUSamples, GPUs: gs})
+	}
+	round(time.Second, gpuSample(1), gpuSample(0))
+	// The next round reads what moves fast only: memory, temperature and
+	// the throttle reasons keep their latest reading.
+	fast := events.NewGPUSample(1, 0)
+	fast.GPUUtil, fast.PowerW = 90, 310
+	round(time.Second+100*time.Millisecond, fast)
 	g := m.snapshot().gpus
-	if len(g) != 2 || g[0].sample.GPU != 0 || g[1].sample.GPU != 1 || g[1].sample.GPUUtil != 90 || g[1].sample.Procs[0].PID != 7 {
-		t.Errorf("GPUs %+v: want 0 and 1, 1 at its latest 90%%", g)
+	if len(g) != 2 || g[0].sample.GPU != 0 || g[1].sample.GPU != 1 {
+		t.Fatalf("GPUs %+v: want 0 and 1", g)
+	}
+	if s := g[1].sample; s.GPUUtil != 90 || s.PowerW != 310 || s.MemUsed != 70<<30 || s.TempC != 64 || !s.ThrottleKnown || s.Throttle != 0x4 {
+		t.Errorf("GPU 1 after a fast round: %+v", s)
 	}
 	if !math.IsNaN(g[0].sample.SMActive) {
-		t.Errorf("SM activity not read, yet %v", g[0].sample.SMActive)
+		t.Errorf("SM activity never read, yet %v", g[0].sample.SMActive)
+	}
+	// A field not read for 30 s is no longer shown.
+	for at := time.Second + 200*time.Millisecond; at <= time.Second+gpuStale+200*time.Millisecond; at += 100 * time.Millisecond {
+		round(at, fast)
+	}
+	if s := m.snapshot().gpus[1].sample; !math.IsNaN(s.MemUsed) || !math.IsNaN(s.TempC) || s.ThrottleKnown || s.GPUUtil != 90 {
+		t.Errorf("GPU 1 after 30 s of fast rounds: %+v", s)
 	}
 }
 

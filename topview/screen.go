@@ -39,6 +39,10 @@ func on(s tcell.Screen, m *Model) (*Screen, error) {
 		return nil, fmt.Errorf("open terminal: %w", err)
 	}
 	s.HideCursor()
+	// Where the terminal's character set is ASCII (LANG=C), the units'
+	// µ and the verdict's ≈ read as letters rather than as '?'.
+	s.RegisterRuneFallback('µ', "u")
+	s.RegisterRuneFallback('≈', "~")
 	return &Screen{s: s, m: m}, nil
 }
 
