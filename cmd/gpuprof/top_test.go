@@ -151,18 +151,24 @@ func TestTopWithoutTerminal(t *testing.T) {
 	oneLine(t, gpuprof(t, "top", "--pid", "1", "extra"), 2, "gpuprof run")
 	const note = "gpuprof top: stdout is not a terminal: showing the live line instead, as gpuprof attach does\n"
 	sleep := startSleep(t)
-	r := gpuprof(t, "top", "--pid", itoa(sleep.Process.Pid), "-d", "1s")
-	if !strings.HasPrefix(r.stderr, note) || strings.Count(r.stderr, note) != 1 {
-		t.Errorf("stderr %q: want it to begin with the note, once", r.stderr)
+	top := func() result {
+		t.Helper()
+		r := gpuprof(t, "top", "--pid", itoa(sleep.Process.Pid), "-d", "1s")
+		if !strings.HasPrefix(r.stderr, note) || strings.Count(r.stderr, note) != 1 {
+			t.Errorf("stderr %q: want it to begin with the note, once", r.stderr)
+		}
+		return r
 	}
 	if os.Geteuid() != 0 {
-		if r.code != 1 || !strings.Contains(r.stderr, "sudo") {
+		// The note comes before attach's check of privileges.
+		if r := top(); r.code != 1 || !strings.Contains(r.stderr, "sudo") {
 			t.Errorf("top as a user: %+v", r)
 		}
 		return
 	}
+	testenv.RequireRoot(t) // as root it attaches: not under -short
 	// As attach: it waits for the process to load CUDA, and says so.
-	if r.code != 0 || !strings.Contains(r.stderr, "waiting for PID "+itoa(sleep.Process.Pid)+" to load a CUDA library") {
+	if r := top(); r.code != 0 || !strings.Contains(r.stderr, "waiting for PID "+itoa(sleep.Process.Pid)+" to load a CUDA library") {
 		t.Errorf("top, no terminal: %+v", r)
 	}
 }
