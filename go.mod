@@ -42,13 +42,21 @@ require github.com/prometheus/client_golang v1.25.0
 // registry gathers as (a version client_golang requires anyway).
 require github.com/prometheus/client_model v0.6.3
 
+// gpuprof top's full-screen view (topview/): the terminal's alternate
+// screen, keys and resize events, in tmux too (its terminfo built in).
+require github.com/gdamore/tcell/v2 v2.13.10
+
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/gdamore/encoding v1.0.1 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/lucasb-eyer/go-colorful v1.3.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
+	github.com/rivo/uniseg v0.4.7 // indirect
+	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 

@@ -257,26 +257,51 @@ func (s *summaryAcc) addStep(st *Step) {
 	s.d2h = append(s.d2h, float64(st.D2HBytes))
 }
 
-// Summary returns the run so far.
-func (c *Correlator) Summary() Summary {
-	s := &c.sum
+// SummarizeSteps is what steps alone say, as Summary would of a run of
+// them: their distributions, pool, capacities and GPU state, for
+// Diagnose over a window of a run (gpuprof top). What only the events
+// give is left out: the boundary, waits, threads, user probes, engines
+// and event counts; FirstNS and LastNS are the steps' own span.
+func SummarizeSteps(steps []Step) Summary {
+	s := newSummaryAcc()
+	for i := range steps {
+		st := &steps[i]
+		s.addStep(st)
+		if i == 0 || st.StartNS < s.first {
+			s.first = st.StartNS
+		}
+		s.last = max(s.last, st.EndNS)
+	}
+	return s.stepSummary()
+}
+
+// stepSummary is the part of a summary the steps make.
+func (s *summaryAcc) stepSummary() Summary {
 	out := Summary{Steps: s.steps, StepTime: dist(s.stepT), ComputeTime: dist(s.computeT),
 		SyncTime: dist(s.syncT), Launches: dist(s.launches), H2DBytes: dist(s.h2d),
 		D2HBytes: dist(s.d2h), FirstNS: s.first, LastNS: s.last, Events: s.events}
-	if a, ok := c.Boundary(); ok {
-		out.Boundary = &a
-	}
 	out.WallTime, out.DispatchWait, out.DataTime = dist(s.wallT), dist(s.dispatch), dist(s.dataT)
 	out.DataEstimated = s.dataEst
 	out.FetchTime, out.TrainCapacity, out.InferCapacity = dist(s.fetchT), dist(s.trainCap), dist(s.inferCap)
 	out.Pool, out.PoolKind, out.Samples = dist(s.pool), s.poolKind, dist(s.samples)
+	out.DispatchOn, _ = largest(s.dispatchOn)
+	out.GPU = s.gpu.summary()
+	out.ComputeSource, _ = largest(s.sources)
+	return out
+}
+
+// Summary returns the run so far.
+func (c *Correlator) Summary() Summary {
+	s := &c.sum
+	out := s.stepSummary()
+	if a, ok := c.Boundary(); ok {
+		out.Boundary = &a
+	}
 	if c.pools.loader && c.cfg.BatchSize == 0 {
 		// Steps reported before a DataLoader's wait was first seen
 		// counted its batches as samples (pools.measure).
 		out.TrainCapacity, out.Samples, out.LoaderBatches = Dist{}, Dist{}, true
 	}
-	out.DispatchOn, _ = largest(s.dispatchOn)
-	out.GPU = s.gpu.summary()
 	out.Engines = c.Engines()
 	for _, u := range s.user {
 		out.User = append(out.User, *u)
@@ -299,7 +324,6 @@ func (c *Correlator) Summary() Summary {
 		}
 		return a.TID < b.TID || a.TID == b.TID && a.What < b.What
 	})
-	out.ComputeSource, _ = largest(s.sources)
 	for _, t := range s.threads {
 		out.Threads = append(out.Threads, *t)
 	}

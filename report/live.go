@@ -23,6 +23,9 @@ type Live struct {
 	pending  string
 	Interval time.Duration // minimum time between lines when not a terminal
 	ShowPID  bool          // several processes: say whose step each line is
+	// Notes, where set, takes the notes instead of w: a full-screen
+	// view (gpuprof top) shows them in itself.
+	Notes func(msg string)
 }
 
 // NewLive writes to w; tty says whether w is a terminal.
@@ -149,6 +152,10 @@ func (l *Live) Step(s correlate.Step) {
 
 // Note prints a message without disturbing the live line.
 func (l *Live) Note(msg string) {
+	if l.Notes != nil {
+		l.Notes(msg)
+		return
+	}
 	if l.tty && l.lastLen > 0 {
 		fmt.Fprintf(l.w, "\r\x1b[K%s\n", msg)
 		l.lastLen = 0

@@ -6,50 +6,80 @@ import (
 	"io"
 	"os"
 	"slices"
+
+	"github.com/gpuprof/gpuprof/probes"
 )
 
 func attachCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("attach", stderr)
-	var pids []int
-	fs.IntSliceVarP(&pids, "pid", "p", nil, "the process to attach to (repeat for several)")
-	gpus := fs.String("gpus", "", "attach to every process with a compute context on these GPUs: all, or NVML indexes such as 0,2-3")
-	var f profileFlags
-	f.register(fs)
-	if err := parseFlags(fs, args); err != nil {
+	a, err := parseAttach("attach", args, stderr)
+	if err != nil {
 		return err
 	}
-	if len(pids) == 0 && *gpus == "" {
-		return usageErr("attach needs --pid PID (find it with pgrep -f train.py) or --gpus all")
+	return a.attach(ctx, stdout, stderr, profile)
+}
+
+// attachFlags are what attach and top are given: the targets, and how
+// to profile them.
+type attachFlags struct {
+	pids []int
+	gpus string
+	f    profileFlags
+}
+
+// parseAttach parses the arguments of cmd (attach or top) and checks the
+// targets exist.
+func parseAttach(cmd string, args []string, stderr io.Writer) (*attachFlags, error) {
+	fs := newFlags(cmd, stderr)
+	var a attachFlags
+	fs.IntSliceVarP(&a.pids, "pid", "p", nil, "the process to attach to (repeat for several)")
+	fs.StringVar(&a.gpus, "gpus", "", "attach to every process with a compute context on these GPUs: all, or NVML indexes such as 0,2-3")
+	a.f.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	if len(a.pids) == 0 && a.gpus == "" {
+		return nil, usageErr("%s needs --pid PID (find it with pgrep -f train.py) or --gpus all", cmd)
 	}
 	if fs.NArg() > 0 {
-		return usageErr("attach takes no arguments, got %q; to start a command use gpuprof run -- CMD", fs.Args())
+		return nil, usageErr("%s takes no arguments, got %q; to start a command use gpuprof run -- CMD", cmd, fs.Args())
 	}
-	for _, pid := range pids {
+	for _, pid := range a.pids {
 		if pid <= 0 {
-			return usageErr("--pid %d is not a process ID", pid)
+			return nil, usageErr("--pid %d is not a process ID", pid)
 		}
 		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
-			return fmt.Errorf("no process with PID %d: check it with ps -p %d", pid, pid)
+			return nil, fmt.Errorf("no process with PID %d: check it with ps -p %d", pid, pid)
 		}
 	}
-	sess, err := openSession(&f)
+	return &a, nil
+}
+
+// profileFunc follows attached targets until ctx ends and prints the
+// summary: profile, or gpuprof top's screen around it (topScreen.profile).
+type profileFunc func(ctx context.Context, sess *probes.Session, pids []int, f *profileFlags, gw *gpuWatch, stdout, stderr io.Writer) error
+
+// attach loads the probes, finds the --gpus processes, attaches to every
+// target and profiles them with prof.
+func (a *attachFlags) attach(ctx context.Context, stdout, stderr io.Writer, prof profileFunc) error {
+	f, pids := &a.f, a.pids
+	sess, err := openSession(f)
 	if err != nil {
 		return err
 	}
 	defer sess.Close()
 	f.stepBack()
-	gw, err := openGPUs(&f.gpu, *gpus != "")
+	gw, err := openGPUs(&f.gpu, a.gpus != "")
 	if err != nil {
 		return err
 	}
 	defer gw.close()
-	if *gpus != "" {
+	if a.gpus != "" {
 		note := func(msg string) {
 			if !f.quiet {
 				fmt.Fprintln(stderr, msg)
 			}
 		}
-		found, waited, err := gw.waitProcesses(ctx, *gpus, f.duration, note)
+		found, waited, err := gw.waitProcesses(ctx, a.gpus, f.duration, note)
 		if err != nil {
 			return err
 		}
@@ -67,5 +97,5 @@ func attachCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 	}
-	return profile(ctx, sess, pids, &f, gw, stdout, stderr)
+	return prof(ctx, sess, pids, f, gw, stdout, stderr)
 }

@@ -24,6 +24,7 @@ const usage = `gpuprof: why is my GPU training job slow?
 
 Usage:
   gpuprof attach --pid PID [flags]     attach to a running job
+  gpuprof top --pid PID [flags]        attach, with a full-screen live view (q quits)
   gpuprof run [flags] -- CMD ARGS...   start a job and attach before its first step
   gpuprof probes --pid PID             show what would be attached where, and why not
   gpuprof gpus                         the GPUs' hardware state as gpuprof reads it (NVML)
@@ -54,6 +55,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "attach":
 		err = attachCmd(ctx, args[1:], stdout, stderr)
+	case "top":
+		err = topCmd(ctx, args[1:], stdout, stderr)
 	case "run":
 		err = runCmd(ctx, args[1:], stdout, stderr)
 	case "probes":

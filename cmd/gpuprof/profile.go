@@ -55,6 +55,8 @@ type profileFlags struct {
 	// parsed from preset and probeSpecs
 	user  []probes.UserProbe
 	roles map[uint16]correlate.UserProbe
+
+	view *topScreen // gpuprof top's screen, in the live line's place (nil: the line)
 }
 
 func (f *profileFlags) register(fs *pflag.FlagSet) {
@@ -181,6 +183,9 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		live = report.NewLive(io.Discard, false)
 	}
 	outs := &stepOutputs{live: live}
+	if f.view != nil {
+		live, outs = f.view.outputs()
+	}
 	defer f.metrics.close()
 	loopCfg := f.controlConfig(gw.state)
 	loop, err := control.New(loopCfg, steer(sess), outs)
@@ -248,6 +253,9 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		defer cancel()
 	}
 	out := &sink{trace: trace, loop: loop, metrics: exp, profiles: rec, taps: pics.taps()}
+	if f.view != nil {
+		out.taps = append(out.taps, f.view.model)
+	}
 	stopGPUs := gw.run(ctx, out.add, func(x events.Xid) { out.add(x.Event()) })
 	start := time.Now()
 	var lost uint64
