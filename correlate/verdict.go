@@ -156,7 +156,7 @@ func training(v *Verdict, s Summary) {
 	case compute >= dominates*data:
 		within = "GPU compute"
 		v.Next = append(v.Next,
-			"the kernels: the most launched ones are listed above; a profiler such as Nsight Systems shows their time",
+			"the kernels: the summary lists the most launched ones; a profiler such as Nsight Systems shows their time",
 			"many short launches a step: CUDA graphs or torch.compile cut launch overhead")
 	default:
 		within = "data and compute alike"

@@ -98,8 +98,8 @@ func build(r Report, c *Collector) view {
 	focus := focusProcess(r.Processes, job, isJob)
 	v.Headline = c.headline(focus, job, isJob)
 	x1 := 1.0
-	if c.lastNS > c.firstNS {
-		x1 = float64(c.lastNS-c.firstNS) / 1e9
+	if o := c.origin(); c.lastNS > o {
+		x1 = float64(c.lastNS-o) / 1e9
 	}
 	for _, p := range chartOrder(r.Processes, focus) {
 		if len(v.Charts) >= 2*maxProcessCharts {

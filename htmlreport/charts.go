@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html/template"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/gpuprof/gpuprof/correlate"
@@ -29,14 +30,18 @@ func (c *Collector) processCharts(p *Process, ps *procSeries, x1 float64) []temp
 	for _, pf := range phaseFields {
 		fields, names, colors = append(fields, pf.field), append(names, pf.label), append(colors, phaseColor[pf.field])
 	}
-	top := 0.0
+	walls := make([]float64, 0, len(s.bins))
 	for i := range s.bins {
 		if v, ok := s.bins[i].Mean(fWall); ok {
-			top = math.Max(top, v)
+			walls = append(walls, v*1e3)
 		}
 	}
-	ch := newChart("Step breakdown over time — "+whom, 0, x1, top*1e3, "ms", c.firstNS, chartH)
+	top, cut := robustTop(walls)
+	ch := newChart("Step breakdown over time — "+whom, 0, x1, top, "ms", c.origin(), chartH)
 	ch.sub = fmt.Sprintf("where each step's wall time went, ms a step; %d steps%s", s.items(), binNote(s))
+	if cut {
+		ch.sub += fmt.Sprintf("; columns over %s are cut at the top (the pointer reads their values)", valueText(ch.ymax, "ms"))
+	}
 	ch.stack(p.PID, s, fields, names, colors, 1e3)
 	out = append(out, template.HTML(ch.svg("breakdown-"+id)))
 	if p.Engine {
@@ -47,20 +52,20 @@ func (c *Collector) processCharts(p *Process, ps *procSeries, x1 float64) []temp
 	for _, bf := range boundFields {
 		fields, names, colors = append(fields, bf.field), append(names, bf.label), append(colors, boundColor[bf.field])
 	}
-	ch = newChart("Steps by bound — "+whom, 0, x1, 100, "%", c.firstNS, 110)
+	ch = newChart("Steps by bound — "+whom, 0, x1, 100, "%", c.origin(), 110)
 	ch.sub = "each step's own bound (the rest: not measured)"
 	ch.stack(p.PID, s, fields, names, colors, 100)
 	out = append(out, template.HTML(ch.svg("bound-"+id)))
 
 	if lines := []lineSpec{{fInferCap, "infer_capacity", "I: inference capacity"}, {fTrainCap, "train_capacity", "T: training capacity"},
 		{fThru, "thru", "thru: samples trained"}}; hasAny(s, lines) {
-		ch = newChart("Capacity and throughput — "+whom, 0, x1, maxMean(s, lines), "/s", c.firstNS, chartH)
+		ch = newChart("Capacity and throughput — "+whom, 0, x1, maxMean(s, lines), "/s", c.origin(), chartH)
 		ch.sub = "samples a second: I against T, and what training did"
 		c.lines(ch, p.PID, s, lines, 1)
 		out = append(out, template.HTML(ch.svg("capacity-"+id)))
 	}
 	if lines := []lineSpec{{fPool, "pool", "pool: items at the step's end"}, {fSamples, "samples", "samples taken a step"}}; hasAny(s, lines) {
-		ch = newChart("Sample pool — "+whom, 0, x1, maxMean(s, lines), "", c.firstNS, 150)
+		ch = newChart("Sample pool — "+whom, 0, x1, maxMean(s, lines), "", c.origin(), 150)
 		ch.sub = "the pool's length at each step's end"
 		if p.Run.PoolKind != "" {
 			ch.sub += " (" + p.Run.PoolKind + ")"
@@ -85,16 +90,36 @@ func hasAny(s *series, lines []lineSpec) bool {
 	return false
 }
 
+// maxMean is the top of a plot of lines: their largest bin mean, or
+// below a few outliers (robustTop).
 func maxMean(s *series, lines []lineSpec) float64 {
-	top := 0.0
+	var vs []float64
 	for i := range s.bins {
 		for _, l := range lines {
 			if v, ok := s.bins[i].Mean(l.field); ok {
-				top = math.Max(top, v)
+				vs = append(vs, v)
 			}
 		}
 	}
+	top, _ := robustTop(vs)
 	return top
+}
+
+// robustTop is the top of a value axis for vs: their largest, unless a
+// few (the 2% above the 98th percentile: a first step that compiled,
+// warmed up or loaded a model) would squash the rest, then a little above
+// the 98th percentile; cut says so.
+func robustTop(vs []float64) (top float64, cut bool) {
+	if len(vs) == 0 {
+		return 0, false
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	high, p98 := s[len(s)-1], s[int(0.98*float64(len(s)-1))]
+	if high <= 1.5*p98 || p98 <= 0 {
+		return high, false
+	}
+	return 1.25 * p98, true
 }
 
 func (c *Collector) lines(ch *chart, pid uint32, s *series, lines []lineSpec, scale float64) {
@@ -151,7 +176,7 @@ func (c *Collector) gpuCharts(x1 float64) []template.HTML {
 		if !any {
 			continue
 		}
-		ch := newChart(m.title, 0, x1, top, m.unit, c.firstNS, 170)
+		ch := newChart(m.title, 0, x1, top, m.unit, c.origin(), 170)
 		ch.sub = m.sub
 		for i, g := range c.gpuIDs {
 			st := seriesStyles[i%len(seriesStyles)]

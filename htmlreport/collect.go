@@ -80,8 +80,12 @@ type Collector struct {
 	gpus    map[int]*series
 	gpuIDs  []int
 	samples map[int]int // NVML samples seen, by GPU: their index
-	firstNS uint64      // the earliest instant seen: the plots' zero
+	firstNS uint64      // the earliest instant seen
 	lastNS  uint64
+	// stepNS is the earliest step's start: the plots' zero, so that the
+	// wait before a job's first step (imports, loading a model) does not
+	// take their width.
+	stepNS uint64
 	notes   []string
 }
 
@@ -153,6 +157,9 @@ func (c *Collector) Step(st correlate.Step) {
 	p.tid = st.TID
 	p.steps.add(stepItem(&st))
 	c.seen(st.StartNS, st.EndNS)
+	if st.StartNS > 0 && (c.stepNS == 0 || st.StartNS < c.stepNS) {
+		c.stepNS = st.StartNS
+	}
 }
 
 // stepItem is a step's fields, those measured in it.
@@ -196,6 +203,15 @@ func stepItem(st *correlate.Step) *item {
 		it.set(bf.field, v)
 	}
 	return it
+}
+
+// origin is the plots' zero: the first step's start, or without steps
+// the first instant seen.
+func (c *Collector) origin() uint64 {
+	if c.stepNS > 0 {
+		return c.stepNS
+	}
+	return c.firstNS
 }
 
 // Note keeps the run's first notes (control.Output).

@@ -58,21 +58,21 @@ func (c *chart) sec(ns uint64) float64 {
 	return float64(ns-c.originNS) / 1e9
 }
 
-// axes draws the grid and both axes' ticks.
-func (c *chart) axes() {
-	fmt.Fprintf(&c.b, `<g class="axes">`)
+// axes draws the grid and both axes' ticks into b, under the marks.
+func (c *chart) axes(b *strings.Builder) {
+	fmt.Fprintf(b, `<g class="axes">`)
 	for _, v := range ticks(0, c.ymax, 4) {
 		y := c.y(v)
-		fmt.Fprintf(&c.b, `<line class="grid" x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f"/>`, c.left, c.left+c.pw, y, y)
-		fmt.Fprintf(&c.b, `<text class="tick" x="%.1f" y="%.1f" text-anchor="end">%s</text>`, c.left-6, y+4, html.EscapeString(valueText(v, c.unit)))
+		fmt.Fprintf(b, `<line class="grid" x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f"/>`, c.left, c.left+c.pw, y, y)
+		fmt.Fprintf(b, `<text class="tick" x="%.1f" y="%.1f" text-anchor="end">%s</text>`, c.left-6, y+4, html.EscapeString(valueText(v, c.unit)))
 	}
 	for _, s := range ticks(c.x0, c.x1, 8) {
 		x := c.x(s)
-		fmt.Fprintf(&c.b, `<line class="tickmark" x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f"/>`, x, x, c.top+c.ph, c.top+c.ph+4)
-		fmt.Fprintf(&c.b, `<text class="tick" x="%.1f" y="%.1f" text-anchor="middle">%s</text>`, x, c.top+c.ph+17, timeText(s))
+		fmt.Fprintf(b, `<line class="tickmark" x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f"/>`, x, x, c.top+c.ph, c.top+c.ph+4)
+		fmt.Fprintf(b, `<text class="tick" x="%.1f" y="%.1f" text-anchor="middle">%s</text>`, x, c.top+c.ph+17, timeText(s))
 	}
-	fmt.Fprintf(&c.b, `<line class="axis" x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f"/>`, c.left, c.left+c.pw, c.top+c.ph, c.top+c.ph)
-	fmt.Fprintf(&c.b, `</g>`)
+	fmt.Fprintf(b, `<line class="axis" x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f"/>`, c.left, c.left+c.pw, c.top+c.ph, c.top+c.ph)
+	fmt.Fprintf(b, `</g>`)
 }
 
 // markAttrs names a bin's items and a field's value for a mark.
@@ -88,6 +88,9 @@ func (c *chart) stack(pid uint32, s *series, fields []int, names, colors []strin
 	fmt.Fprintf(&c.b, `<g class="stack" data-scale="%g">`, scale)
 	for i := range s.bins {
 		b := &s.bins[i]
+		if b.EndNS < c.originNS {
+			continue // before the plots' zero
+		}
 		x0, x1 := c.x(c.sec(b.StartNS)), c.x(c.sec(b.EndNS))
 		if x1-x0 < 0.6 {
 			x1 = x0 + 0.6 // a mark narrower than this does not show
@@ -102,6 +105,10 @@ func (c *chart) stack(pid uint32, s *series, fields []int, names, colors []strin
 			base += v
 			fmt.Fprintf(&c.b, `<rect class="seg" x="%.2f" y="%.2f" width="%.2f" height="%.2f" fill="%s" %s/>`,
 				x0, y1, x1-x0, math.Max(0, y0-y1), colors[j], markAttrs(pid, b, names[j], v))
+		}
+		if base*scale > c.ymax {
+			// A column cut at the axis's top: a dark cap says so.
+			fmt.Fprintf(&c.b, `<rect class="cut" x="%.2f" y="%.2f" width="%.2f" height="3"/>`, x0, c.top, x1-x0)
 		}
 	}
 	fmt.Fprintf(&c.b, `</g>`)
@@ -120,7 +127,7 @@ func (c *chart) line(pid uint32, s *series, field int, name, label, color, dash 
 	for i := range s.bins {
 		b := &s.bins[i]
 		v, ok := b.Mean(field)
-		if !ok {
+		if !ok || b.EndNS < c.originNS {
 			pen = false
 			continue
 		}
@@ -157,7 +164,7 @@ func (c *chart) svg(id string) string {
 	}
 	out.WriteString(`</span></figcaption>`)
 	fmt.Fprintf(&out, `<svg class="plot" viewBox="0 0 %.0f %.0f" role="img" aria-label="%s" data-unit="%s">`, c.w, c.h, html.EscapeString(c.title), c.unit)
-	c.axes()
+	c.axes(&out)
 	out.WriteString(c.b.String())
 	out.WriteString(`</svg></figure>`)
 	return out.String()

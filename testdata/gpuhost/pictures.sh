@@ -56,12 +56,14 @@ for job in $jobs; do
 		pid=$!
 		sleep 2.5
 		echo "== top (pid $pid)"
-		tmux -L pictures new-session -d -s top -x 132 -y 44 "$g top --pid $pid >$d/summary.txt 2>$d/attach.log; echo EXITED \$? >>$d/summary.txt; sleep 60"
+		# stdout on the pane: top falls back to the live line without a terminal
+		tmux -L pictures new-session -d -s top -x 132 -y 44 "$g top --pid $pid --jsonl $d/steps.jsonl 2>$d/attach.log; echo EXITED \$?; sleep 60"
 		sleep 14
 		tmux -L pictures capture-pane -p -t top >"$d/screen-132x44.txt"
 		tmux -L pictures resize-window -t top -x 90 -y 30; sleep 2
 		tmux -L pictures capture-pane -p -t top >"$d/screen-90x30.txt"
-		tmux -L pictures send-keys -t top q; sleep 3
+		tmux -L pictures send-keys -t top q; sleep 4
+		tmux -L pictures capture-pane -p -S -3000 -t top >"$d/summary.txt"
 		tmux -L pictures kill-server
 		cat "$d/screen-132x44.txt"
 		wait $pid
