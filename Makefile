@@ -80,6 +80,7 @@ bench: fixtures
 	$(GO) test -count=1 -run '^$$' -bench 'ProbeCost|PythonLockProbe|PythonCallProbe|WholeGet|StackReads|CPUClockCost' -benchtime 1x -v ./probes
 	$(GO) test -count=1 -run '^$$' -bench 'Correlate|DecodeRecord' -benchmem ./correlate ./probes
 	$(GO) test -count=1 -run '^$$' -bench 'SampleRound' -benchmem ./nvml
+	$(GO) test -count=1 -run '^$$' -bench . -benchmem ./htmlreport ./perfetto ./topview
 
 demo: build fixtures
 	./testdata/demo/run.sh

@@ -155,7 +155,8 @@ func (c *Collector) Step(st correlate.Step) {
 		p.rank, p.ranked = *st.Rank, true
 	}
 	p.tid = st.TID
-	p.steps.add(stepItem(&st))
+	it := stepItem(&st)
+	p.steps.add(&it)
 	c.seen(st.StartNS, st.EndNS)
 	if st.StartNS > 0 && (c.stepNS == 0 || st.StartNS < c.stepNS) {
 		c.stepNS = st.StartNS
@@ -163,8 +164,8 @@ func (c *Collector) Step(st correlate.Step) {
 }
 
 // stepItem is a step's fields, those measured in it.
-func stepItem(st *correlate.Step) *item {
-	it := &item{index: st.Index, startNS: st.StartNS, endNS: st.EndNS}
+func stepItem(st *correlate.Step) item {
+	it := item{index: st.Index, startNS: st.StartNS, endNS: st.EndNS}
 	for _, pf := range phaseFields {
 		it.set(pf.field, st.PhaseTime(pf.phase))
 	}

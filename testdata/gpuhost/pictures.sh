@@ -4,8 +4,9 @@
 # --trace); then each is compared with the job's own log. Jobs:
 #   spec/data, spec/compute: shared/workloads/spec_pipeline.py, attached
 #     before its first step until it exits;
-#   hf/data, hf/compute: the Hugging Face Trainer (shapes/hf_trainer.py),
-#     attached after its tenth step for ATTACH_S;
+#   hf/data, hf/compute, lightning/data, lightning/compute: the Hugging
+#     Face Trainer and a Lightning loop (shapes/), attached after their
+#     tenth step for ATTACH_S;
 #   top: gpuprof top on spec_pipeline.py --mode infer in tmux (where tmux
 #     is installed), the screen captured, then q.
 #   OUT=$OUT bash testdata/gpuhost/pictures.sh [JOB...]
@@ -36,8 +37,10 @@ for job in $jobs; do
 		echo "attach exit $?"
 		wait $pid
 		;;
-	hf)
-		PYTHONUNBUFFERED=1 setsid python3 "$here/shapes/hf_trainer.py" --mode "$mode" --truth "$d/truth.jsonl" >"$d/job.log" 2>&1 &
+	hf | lightning)
+		script=$here/shapes/hf_trainer.py
+		[ "$kind" = lightning ] && script=$here/shapes/lightning_loop.py
+		PYTHONUNBUFFERED=1 setsid python3 "$script" --mode "$mode" --truth "$d/truth.jsonl" >"$d/job.log" 2>&1 &
 		pid=$!
 		for _ in $(seq 600); do
 			[ -f "$d/truth.jsonl" ] && [ "$(wc -l <"$d/truth.jsonl")" -ge 10 ] && break
