@@ -86,7 +86,7 @@ type Collector struct {
 	// wait before a job's first step (imports, loading a model) does not
 	// take their width.
 	stepNS uint64
-	notes   []string
+	notes  []string
 }
 
 type procSeries struct {
