@@ -174,7 +174,11 @@ func training(v *Verdict, s Summary) {
 // training waits for samples.
 func poolText(s Summary) string {
 	p := s.Pool
-	what := fmt.Sprintf("pool (%s) median %.0f at step ends (p10 %.0f, p90 %.0f)", s.PoolKind, p.P50, p.P10, p.P90)
+	kind := ""
+	if s.PoolKind != "" {
+		kind = " (" + s.PoolKind + ")"
+	}
+	what := fmt.Sprintf("pool%s median %.0f at step ends (p10 %.0f, p90 %.0f)", kind, p.P50, p.P10, p.P90)
 	switch {
 	case p.P10 > 0:
 		return what + ": never ran dry, samples wait for training"

@@ -135,10 +135,11 @@ func (s *jsonStep) value(field string) (float64, bool) {
 func TestReportInChromium(t *testing.T) {
 	chromium(t)
 	for _, trace := range []string{
-		"../../testdata/traces/h200-spec-pipeline/data.trace.jsonl.gz",
+		"../../testdata/traces/h200-pictures/data.trace.jsonl.gz",
+		"../../testdata/traces/h200-pictures/compute.trace.jsonl.gz",
 		"../../testdata/traces/h200x2-ranks/engine-ddp-two-ranks-slow-rank1.trace.jsonl.gz",
 	} {
-		t.Run(filepath.Base(trace), func(t *testing.T) {
+		t.Run(filepath.Base(filepath.Dir(trace))+"/"+filepath.Base(trace), func(t *testing.T) {
 			dir := t.TempDir()
 			page, steps := filepath.Join(dir, "report.html"), filepath.Join(dir, "steps.jsonl")
 			if r := gpuprof(t, "replay", trace, "--jsonl", steps, "--html", page); r.code != 0 || !strings.Contains(r.stdout, "report: "+page) {
