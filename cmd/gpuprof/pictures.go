@@ -116,6 +116,15 @@ func (p *pictures) outputs() []control.Output {
 	return o
 }
 
+// abandon ends the pictures of a run that did not start: the timeline
+// closed valid, no page.
+func (p *pictures) abandon() error {
+	if p.timeline == nil {
+		return nil
+	}
+	return p.timeline.Close()
+}
+
 // runInfo is what the page says of the run besides its series.
 type runInfo struct {
 	title, source string

@@ -235,7 +235,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		}
 		if trace, err = events.CreateTrace(f.record, h); err != nil {
 			finish()
-			return err
+			return errors.Join(err, pics.abandon())
 		}
 		defer trace.Close()
 	}
