@@ -19,6 +19,7 @@ import (
 type (
 	Event       = gpuprofEvent
 	NameEvent   = gpuprofNameEvent
+	SiteEvent   = gpuprofSiteEvent
 	KernelKey   = gpuprofKernelKey
 	PyLayout    = gpuprofPyLayout
 	PyEvent     = gpuprofPyEvent

@@ -15,6 +15,7 @@ const (
 	KindPyGIL      = uint8(gpuprofEventKindEV_PY_GIL)
 	KindWrite      = uint8(gpuprofEventKindEV_WRITE)
 	KindStack      = uint8(gpuprofEventKindEV_STACK)
+	KindKernelSite = uint8(gpuprofEventKindEV_KERNEL_SITE)
 )
 
 // Why a stack sample was read (enum stack_reason).

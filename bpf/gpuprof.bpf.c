@@ -24,6 +24,7 @@ enum event_kind {
 	EV_PY_GIL = 6,
 	EV_WRITE = 7,
 	EV_STACK = 8, // a stack sample, in the stacks ring buffer (enum stack_reason says why)
+	EV_KERNEL_SITE = 9, // a kernel's first launch seen: the stack words it was launched with
 };
 
 // Why a stack was read (struct stack_event's reason): generated into Go
@@ -157,6 +158,26 @@ struct name_event {
 	char name[NAME_LEN];
 };
 
+// The stack words above the driver's launch entry at a kernel's first
+// launch seen (struct site_event): the return addresses among them lead
+// to the host stub that launched it through the runtime, or to the
+// library that called the driver, which name the kernel however long
+// before the attach it was registered (probes/kernelsite.go). 96 words
+// hold the runtime's frames between the stub and the driver.
+#define SITE_WORDS 96
+
+struct site_event {
+	__u8 kind; // EV_KERNEL_SITE
+	__u8 pad0;
+	__u16 api;     // the launch entry point's cudaapi ID
+	__u32 pid;
+	__u32 tid;
+	__u32 nwords;  // words read from the stack pointer up (0: none could be)
+	__u64 ts_ns;
+	__u64 handle;  // the kernel's handle, as launches count it
+	__u64 words[SITE_WORDS];
+};
+
 // One call in flight on a thread, per layer. sp is the stack pointer at
 // entry (pointing at the return address): a nested call has a lower sp, and
 // the matching return comes back with sp just above it.
@@ -246,6 +267,7 @@ struct py_event {
 // Force the generated Go types.
 const struct event *unused_event __attribute__((unused));
 const struct name_event *unused_name_event __attribute__((unused));
+const struct site_event *unused_site_event __attribute__((unused));
 const struct kernel_key *unused_kernel_key __attribute__((unused));
 const struct py_layout *unused_py_layout __attribute__((unused));
 const struct py_event *unused_py_event __attribute__((unused));
@@ -743,6 +765,35 @@ int api_instant(struct pt_regs *ctx)
 	return 0;
 }
 
+// emit_site sends the stack words of a kernel's first launch seen: once
+// a kernel a run, so its cost (a 768-byte read) is nothing beside the
+// launches'.
+static __always_inline void emit_site(struct pt_regs *ctx, __u16 api, __u64 handle, __u64 now)
+{
+	struct site_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(STAT_RINGBUF_FULL);
+		return;
+	}
+	__u64 id = bpf_get_current_pid_tgid();
+	e->kind = EV_KERNEL_SITE;
+	e->pad0 = 0;
+	e->api = api;
+	e->pid = id >> 32;
+	e->tid = (__u32)id;
+	e->ts_ns = now;
+	e->handle = handle;
+	void *sp = (void *)PT_REGS_SP(ctx);
+	e->nwords = SITE_WORDS;
+	if (bpf_probe_read_user(e->words, sizeof(e->words), sp)) {
+		// Near the top of the thread's stack: a third of it.
+		e->nwords = SITE_WORDS / 3;
+		if (bpf_probe_read_user(e->words, SITE_WORDS / 3 * sizeof(__u64), sp))
+			e->nwords = 0;
+	}
+	bpf_ringbuf_submit(e, ringbuf_flags());
+}
+
 // Kernel launches: entry only, no event. The count, first and last launch
 // times travel on the thread's next event; per-kernel counts stay in a map.
 SEC("uprobe.multi")
@@ -783,9 +834,12 @@ int launch_entry(struct pt_regs *ctx)
 			*n += 1;
 		else
 			count(STAT_KERNEL_MAP_FULL);
+		return 0;
 	}
+	emit_site(ctx, COOKIE_API(cookie), key.func, now);
 	return 0;
 }
+
 
 // emit_span sends an event that is only a kind, a thread and a time span.
 static __always_inline void emit_span(__u8 kind, __u64 start, __u64 end, __u64 flags)

@@ -70,6 +70,7 @@ const (
 	gpuprofEventKindEV_PY_GIL      gpuprofEventKind = 6
 	gpuprofEventKindEV_WRITE       gpuprofEventKind = 7
 	gpuprofEventKindEV_STACK       gpuprofEventKind = 8
+	gpuprofEventKindEV_KERNEL_SITE gpuprofEventKind = 9
 )
 
 type gpuprofKernelKey struct {
@@ -185,6 +186,19 @@ type gpuprofPySiteKey struct {
 	Pid  uint32
 	Pad  uint32
 	Addr uint64
+}
+
+type gpuprofSiteEvent struct {
+	_      structs.HostLayout
+	Kind   uint8
+	Pad0   uint8
+	Api    uint16
+	Pid    uint32
+	Tid    uint32
+	Nwords uint32
+	TsNs   uint64
+	Handle uint64
+	Words  [96]uint64
 }
 
 type gpuprofStackEvent struct {
@@ -372,6 +386,7 @@ const (
 	gpuprofVarUnusedPyLayout     = "unused_py_layout"
 	gpuprofVarUnusedPySite       = "unused_py_site"
 	gpuprofVarUnusedPySiteKey    = "unused_py_site_key"
+	gpuprofVarUnusedSiteEvent    = "unused_site_event"
 	gpuprofVarUnusedStackEvent   = "unused_stack_event"
 	gpuprofVarUnusedStackFlag    = "unused_stack_flag"
 	gpuprofVarUnusedStackReason  = "unused_stack_reason"
@@ -493,6 +508,7 @@ type gpuprofVariableSpecs struct {
 	UnusedPyLayout     *ebpf.VariableSpec `ebpf:"unused_py_layout"`
 	UnusedPySite       *ebpf.VariableSpec `ebpf:"unused_py_site"`
 	UnusedPySiteKey    *ebpf.VariableSpec `ebpf:"unused_py_site_key"`
+	UnusedSiteEvent    *ebpf.VariableSpec `ebpf:"unused_site_event"`
 	UnusedStackEvent   *ebpf.VariableSpec `ebpf:"unused_stack_event"`
 	UnusedStackFlag    *ebpf.VariableSpec `ebpf:"unused_stack_flag"`
 	UnusedStackReason  *ebpf.VariableSpec `ebpf:"unused_stack_reason"`
@@ -586,6 +602,7 @@ type gpuprofVariables struct {
 	UnusedPyLayout     *ebpf.Variable `ebpf:"unused_py_layout"`
 	UnusedPySite       *ebpf.Variable `ebpf:"unused_py_site"`
 	UnusedPySiteKey    *ebpf.Variable `ebpf:"unused_py_site_key"`
+	UnusedSiteEvent    *ebpf.Variable `ebpf:"unused_site_event"`
 	UnusedStackEvent   *ebpf.Variable `ebpf:"unused_stack_event"`
 	UnusedStackFlag    *ebpf.Variable `ebpf:"unused_stack_flag"`
 	UnusedStackReason  *ebpf.Variable `ebpf:"unused_stack_reason"`

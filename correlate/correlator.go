@@ -464,7 +464,11 @@ func (c *Correlator) emit(steps []Step) []Step {
 
 func (c *Correlator) addName(e *events.Event) {
 	if e.Name != "" {
-		c.names[handle{e.PID, e.Out}] = e.Name
+		h := handle{e.PID, e.Out}
+		if _, named := c.names[h]; named && e.Args[events.KernelNameArg] == events.KernelNameFromSite {
+			return // its registration named it: the kernel's own name
+		}
+		c.names[h] = e.Name
 		return
 	}
 	// cuKernelGetFunction: the function is the kernel of that name.

@@ -70,6 +70,21 @@ const (
 	// recorded run ends with them (the counts are kept in a BPF map, not
 	// sent as events), so a replay lists the most launched kernels too.
 	KindKernelCount Kind = 17
+	// KindKernelSite is a kernel's first launch seen (handle Out, by
+	// thread TID at End, entry point API): Native holds the raw stack
+	// words above the driver's launch entry (Offset only, unnamed). It
+	// stays inside probes, which names the kernel from them
+	// (KindKernelName, KernelNameArg): the sink never sees one.
+	KindKernelSite Kind = 18
+)
+
+// A KindKernelName event's Args[KernelNameArg] is KernelNameFromSite
+// where the name was read from the launch's call site (the host stub, or
+// the library that called the driver) rather than from the kernel's
+// registration: a registration's name is the kernel's own and wins.
+const (
+	KernelNameArg      = 2
+	KernelNameFromSite = 1
 )
 
 // A KindOffCPU sample's Args[1] bits.

@@ -61,6 +61,7 @@ type gpuRow struct {
 type procDetail struct {
 	Who     string
 	Kernels []report.Kernel
+	Unnamed string // the launches of kernels with no name, where any
 	Waits   []waitRow
 	User    []userRow
 	Threads int
@@ -199,6 +200,9 @@ func who(pid uint32, rank int, ranked bool) string {
 func detail(p *Process) procDetail {
 	d := procDetail{Who: who(p.PID, p.Rank, p.Ranked), Threads: len(p.Run.Threads)}
 	d.Kernels = p.Kernels[:min(len(p.Kernels), maxTableRows)]
+	if unnamed, all := report.UnnamedLaunches(p.Kernels); unnamed > 0 {
+		d.Unnamed = fmt.Sprintf("Kernels with no name: %d of %d counted launches (%.1f%%).", unnamed, all, 100*float64(unnamed)/float64(all))
+	}
 	for _, w := range p.Run.Waits[:min(len(p.Run.Waits), maxTableRows)] {
 		d.Waits = append(d.Waits, waitRow{Where: fmt.Sprintf("thread %d", w.TID), Kind: w.Kind.String(), Count: fmt.Sprint(w.Count),
 			Total: report.Duration(w.Seconds), What: w.What})

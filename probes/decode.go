@@ -13,6 +13,7 @@ var (
 	nameSize  = binary.Size(bpf.NameEvent{})
 	pySize    = binary.Size(bpf.PyEvent{})
 	stackSize = binary.Size(bpf.StackEvent{})
+	siteSize  = binary.Size(bpf.SiteEvent{})
 )
 
 // eventKinds is the events kind each record kind (gpuprof.bpf.c's enum
@@ -27,6 +28,7 @@ var eventKinds = [...]events.Kind{
 	bpf.KindPyGIL:      events.KindPyGIL,
 	bpf.KindWrite:      events.KindWrite,
 	bpf.KindStack:      events.KindCPUSample, // or another stack kind, by the record's reason
+	bpf.KindKernelSite: events.KindKernelSite,
 }
 
 // stackKinds is the events kind of each stack reason (enum stack_reason).
@@ -83,6 +85,19 @@ func decodeRecord(raw []byte, ev *events.Event) error {
 		}
 	case bpf.KindStack:
 		return decodeStack(raw, ev)
+	case bpf.KindKernelSite:
+		if len(raw) < siteSize {
+			return fmt.Errorf("decode record: %d bytes, want %d", len(raw), siteSize)
+		}
+		var r bpf.SiteEvent
+		if _, err := binary.Decode(raw, binary.LittleEndian, &r); err != nil {
+			return fmt.Errorf("decode record: %w", err)
+		}
+		*ev = events.Event{Kind: kind, API: r.Api, PID: r.Pid, TID: r.Tid, Start: r.TsNs, End: r.TsNs, Out: r.Handle}
+		ev.Native = make([]events.NativeFrame, 0, min(int(r.Nwords), len(r.Words)))
+		for _, w := range r.Words[:min(int(r.Nwords), len(r.Words))] {
+			ev.Native = append(ev.Native, events.NativeFrame{Offset: w})
+		}
 	default:
 		return fmt.Errorf("decode record: unknown kind %d", raw[0])
 	}

@@ -54,6 +54,10 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 		defer stop()
 		go pools.run(poolCtx, s.cfg.PoolInterval, func(evs []events.Event) { s.addMarks(evs...) })
 	}
+	// Not ctx: a run that ends still names the kernels it saw (siteWait).
+	siteCtx, stopSites := context.WithCancel(context.Background())
+	defer stopSites()
+	go s.sites.run(siteCtx)
 	poll := time.NewTimer(s.cfg.Poll)
 	defer poll.Stop()
 	for {
@@ -74,6 +78,10 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 		for _, ev := range batch {
 			if ev.Kind == events.KindPyWait && !s.python.nameWait(&ev) {
 				continue // its process is gone, its code never named
+			}
+			if ev.Kind == events.KindKernelSite {
+				s.sites.add(ev) // named as a marker, later
+				continue
 			}
 			kept = append(kept, ev)
 		}
@@ -113,16 +121,22 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 				continue
 			}
 			if emptied >= drainedAt+2 {
+				s.sites.wait(siteWait)
 				s.flushHeld(sink, heldBack)
 				return ErrTargetsExited
 			}
 		}
 		if ctx.Err() != nil {
+			s.sites.wait(siteWait)
 			s.flushHeld(sink, heldBack)
 			return nil
 		}
 	}
 }
+
+// siteWait bounds how long a run's end waits for its last kernels to be
+// named (reading a large library's symbols takes seconds).
+const siteWait = 5 * time.Second
 
 // flushHeld hands the sink what Run still holds as it returns: the events
 // held back and every marker, due or not.

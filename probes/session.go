@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpuprof/gpuprof/bpf"
+	"github.com/gpuprof/gpuprof/events"
 	"github.com/gpuprof/gpuprof/pymem"
 )
 
@@ -72,6 +73,7 @@ type Session struct {
 	records  *Records
 	sampling *Sampling
 	stacks   *stackSampler // nil: no stacks read (Config.Stacks)
+	sites    *siteNamer    // names kernels by their launches' call sites (kernelsite.go)
 	// controllers are the above that steer probes from the events, and
 	// the pool learning, in the order Run hands them a batch.
 	controllers []controller
@@ -174,6 +176,7 @@ func Open(cfg Config) (*Session, error) {
 	c := &core{cfg: cfg, objs: objs, closer: newBackgroundCloser(), targets: map[int]*target{}}
 	sess := &Session{core: c, reader: rd, twins: newTwinDecider(c), sampling: &Sampling{c}}
 	sess.records = newRecords(c, sess.twins)
+	sess.sites = newSiteNamer(cfg.ProcRoot, func(ev events.Event) { c.addMarks(ev) }, monotonicNow)
 	learning := newPoolLearner(c)
 	sess.python = &cpython{core: c, learning: learning}
 	sess.controllers = []controller{sess.twins, sess.records, learning, sess.sampling}

@@ -54,8 +54,8 @@ type fileSymbols struct {
 
 type funcSymbol struct {
 	start, end uint64
-	name       string // demangled on first use
-	demangled  bool
+	raw        string // as the file has it
+	name       string // demangled without parameters, on first use ("" before)
 }
 
 func newSymbolizer(procRoot string) *symbolizer {
@@ -66,12 +66,7 @@ func newSymbolizer(procRoot string) *symbolizer {
 func (s *symbolizer) frames(pid uint32, addrs []uint64, now time.Time) []events.NativeFrame {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p := s.procs[pid]
-	if p == nil {
-		p = &procMappings{names: map[uint64]events.NativeFrame{}}
-		s.procs[pid] = p
-		s.readMaps(pid, p, now)
-	}
+	p := s.proc(pid, now)
 	out := make([]events.NativeFrame, 0, len(addrs))
 	for _, a := range addrs {
 		f, ok := p.names[a]
@@ -85,6 +80,54 @@ func (s *symbolizer) frames(pid uint32, addrs []uint64, now time.Time) []events.
 		out = append(out, f)
 	}
 	return out
+}
+
+// proc is what is known of pid's mappings, read at first sight. Under mu.
+func (s *symbolizer) proc(pid uint32, now time.Time) *procMappings {
+	p := s.procs[pid]
+	if p == nil {
+		p = &procMappings{names: map[uint64]events.NativeFrame{}}
+		s.procs[pid] = p
+		s.readMaps(pid, p, now)
+	}
+	return p
+}
+
+// codeAddr is an address in a file's executable mapping: which file,
+// where in it, and the function symbol holding it, as the file spells it
+// (mangled).
+type codeAddr struct {
+	module string // the file's base name
+	path   string // the file as gpuprof opens it
+	off    uint64 // the address's offset in the file
+	symbol string // "" where no function symbol holds it
+}
+
+// code is address a of process pid as a place in a file; ok is false
+// where no executable file mapping holds it.
+func (s *symbolizer) code(pid uint32, a uint64, now time.Time) (codeAddr, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.proc(pid, now)
+	m, ok := findMapping(p.maps, a)
+	if !ok && now.Sub(p.readAt) >= mapsRetry {
+		s.readMaps(pid, p, now)
+		m, ok = findMapping(p.maps, a)
+	}
+	if !ok {
+		return codeAddr{}, false
+	}
+	f := m.file(s.procRoot, int(pid))
+	c := codeAddr{module: f.Base(), path: f.HostPath, off: a - m.start + m.offset}
+	fs := s.files[f.Key()]
+	if fs == nil {
+		fs = readFileSymbols(f)
+		s.files[f.Key()] = fs
+	}
+	if sym := fs.symbol(c.off); sym != nil {
+		c.symbol = sym.raw
+	}
+	return c, true
 }
 
 // forget drops what is known of a process that exited.
@@ -182,7 +225,7 @@ func readFileSymbols(f MappedFile) *fileSymbols {
 			}
 			seen[sym.Value] = true
 			size := max(sym.Size, 1)
-			fs.syms = append(fs.syms, funcSymbol{start: sym.Value, end: sym.Value + size, name: cudaapi.StripVersion(sym.Name)})
+			fs.syms = append(fs.syms, funcSymbol{start: sym.Value, end: sym.Value + size, raw: cudaapi.StripVersion(sym.Name)})
 		}
 	}
 	slices.SortFunc(fs.syms, func(a, b funcSymbol) int { return cmpU64(a.start, b.start) })
@@ -192,6 +235,18 @@ func readFileSymbols(f MappedFile) *fileSymbols {
 // lookup is the function holding file offset off, demangled without its
 // parameters (frames merge by name: one name a function).
 func (fs *fileSymbols) lookup(off uint64) (string, bool) {
+	sym := fs.symbol(off)
+	if sym == nil {
+		return "", false
+	}
+	if sym.name == "" {
+		sym.name = demangle.Filter(sym.raw, demangle.NoParams)
+	}
+	return sym.name, true
+}
+
+// symbol is the function symbol holding file offset off, nil where none.
+func (fs *fileSymbols) symbol(off uint64) *funcSymbol {
 	vaddr, ok := uint64(0), false
 	for _, p := range fs.loads {
 		if off >= p.Off && off < p.Off+p.Filesz {
@@ -200,15 +255,11 @@ func (fs *fileSymbols) lookup(off uint64) (string, bool) {
 		}
 	}
 	if !ok {
-		return "", false
+		return nil
 	}
 	i := sort.Search(len(fs.syms), func(i int) bool { return fs.syms[i].start > vaddr }) - 1
 	if i < 0 || vaddr >= fs.syms[i].end {
-		return "", false
+		return nil
 	}
-	sym := &fs.syms[i]
-	if !sym.demangled {
-		sym.name, sym.demangled = demangle.Filter(sym.name, demangle.NoParams), true
-	}
-	return sym.name, true
+	return &fs.syms[i]
 }

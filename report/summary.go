@@ -12,6 +12,7 @@ import (
 type Kernel struct {
 	Name  string
 	Count uint64
+	Named bool // its name was seen (its registration, or its launch's call site)
 }
 
 // Loss is what was lost between the probes and gpuprof.
@@ -149,6 +150,9 @@ func WriteSummary(w io.Writer, s Summary) {
 			}
 			fmt.Fprintf(w, "  %10d  %s\n", k.Count, k.Name)
 		}
+		if unnamed, all := UnnamedLaunches(s.Kernels); unnamed > 0 {
+			fmt.Fprintf(w, "kernels with no name: %d of %d counted launches (%.1f%%)\n", unnamed, all, 100*float64(unnamed)/float64(all))
+		}
 	}
 	if r.Steps > 0 && s.Engine {
 		fmt.Fprintln(w, "role: an inference engine process: its steps are its iterations, and take nothing from the pool it shares (see the job view for I)")
@@ -162,6 +166,17 @@ func WriteSummary(w io.Writer, s Summary) {
 			fmt.Fprintf(w, "  look at  %s\n", n)
 		}
 	}
+}
+
+// UnnamedLaunches counts the launches of kernels with no name, of all.
+func UnnamedLaunches(ks []Kernel) (unnamed, all uint64) {
+	for _, k := range ks {
+		all += k.Count
+		if !k.Named {
+			unnamed += k.Count
+		}
+	}
+	return unnamed, all
 }
 
 // launched says whether any thread of the process launched kernels.

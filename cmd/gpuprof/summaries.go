@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ianlancetaylor/demangle"
+
 	"github.com/gpuprof/gpuprof/control"
 	"github.com/gpuprof/gpuprof/correlate"
 	"github.com/gpuprof/gpuprof/cudaapi"
@@ -81,10 +83,12 @@ func kernelCounts(kl []probes.KernelLaunch, loop *control.Loop) func(pid uint32)
 				continue
 			}
 			name, ok := loop.KernelName(k.PID, k.Handle)
-			if !ok {
-				name = fmt.Sprintf("kernel %#x (name not seen: loaded before attach)", k.Handle)
+			if ok {
+				name = demangle.Filter(name, demangle.NoParams)
+			} else {
+				name = fmt.Sprintf("kernel %#x (no name: registered before attach, and its launch site named nothing)", k.Handle)
 			}
-			out = append(out, report.Kernel{Name: name, Count: k.Count})
+			out = append(out, report.Kernel{Name: name, Count: k.Count, Named: ok})
 		}
 		return out
 	}

@@ -1,0 +1,189 @@
+package probes
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ianlancetaylor/demangle"
+	"golang.org/x/arch/x86/x86asm"
+
+	"github.com/gpuprof/gpuprof/events"
+)
+
+// Kernels registered before the attach have no name event: the runtime
+// and the driver looked their handles up once, long ago (docs/facts.md
+// §7). Their first launch seen names them instead, by its call site: the
+// BPF program sends the stack words above the driver's launch entry
+// (EV_KERNEL_SITE, once a kernel), and the return addresses among them
+// lead out of the driver. Through the runtime (libcudart, or a runtime
+// linked in statically: functions named cuda*), the first return address
+// past it is in the kernel's host stub, which nvcc names after the kernel
+// (__device_stub__<mangled kernel>, or the kernel's own host function
+// where the stub was inlined): the kernel's name, whenever it was
+// registered. A library calling the driver itself (cuBLAS, cuDNN, Triton's
+// launchers) is named instead, with its function where it has a symbol.
+//
+// A return address is told from a stale word by the call instruction
+// before it (x86asm decodes the bytes that end there). Resolving reads
+// each file's symbols once, which for libtorch_cuda.so takes seconds: the
+// siteNamer runs on a goroutine of its own, and its names join the events
+// as markers (core.addMarks), so the event loop never waits for it.
+type siteNamer struct {
+	syms    *symbolizer
+	in      chan events.Event
+	out     func(events.Event)
+	clock   func() uint64
+	pending sync.WaitGroup
+	dropped atomic.Uint64 // sites not named: the queue was full
+	named   atomic.Uint64
+}
+
+// siteQueue bounds the sites waiting to be named: a job's kernels are
+// hundreds to a few thousand, each sent once.
+const siteQueue = 4096
+
+func newSiteNamer(procRoot string, out func(events.Event), clock func() uint64) *siteNamer {
+	return &siteNamer{syms: newSymbolizer(procRoot), in: make(chan events.Event, siteQueue), out: out, clock: clock}
+}
+
+// add queues a site; a full queue drops it (counted): the kernel then
+// shows by its handle, as before.
+func (n *siteNamer) add(ev events.Event) {
+	n.pending.Add(1)
+	select {
+	case n.in <- ev:
+	default:
+		n.pending.Done()
+		n.dropped.Add(1)
+	}
+}
+
+// run names the queued sites until ctx ends.
+func (n *siteNamer) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-n.in:
+			if name := n.kernelName(&ev, time.Now()); name != "" {
+				e := events.Event{Kind: events.KindKernelName, API: ev.API, PID: ev.PID, TID: ev.TID, Out: ev.Out, Name: name}
+				e.Start = n.clock()
+				e.End = e.Start
+				e.Args[events.KernelNameArg] = events.KernelNameFromSite
+				n.out(e)
+				n.named.Add(1)
+			}
+			n.pending.Done()
+		}
+	}
+}
+
+// wait waits, at most d, for the queued sites to be named: at the end of
+// a run, so that its last kernels' names make the summary.
+func (n *siteNamer) wait(d time.Duration) {
+	done := make(chan struct{})
+	go func() { n.pending.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+	}
+}
+
+// kernelName names the kernel of a site, "" where its words lead nowhere.
+func (n *siteNamer) kernelName(ev *events.Event, now time.Time) string {
+	runtime := false
+	for _, w := range ev.Native {
+		c, ok := n.syms.code(ev.PID, w.Offset, now)
+		if !ok || driverLib(c.module) || !afterCall(c) {
+			continue
+		}
+		if runtimeLib(c.module) || runtimeFunc(c.symbol) {
+			runtime = true
+			continue
+		}
+		if runtime {
+			return stubKernel(c)
+		}
+		return driverCaller(c)
+	}
+	return ""
+}
+
+func driverLib(module string) bool  { return strings.HasPrefix(module, "libcuda.so") }
+func runtimeLib(module string) bool { return strings.HasPrefix(module, "libcudart.so") }
+
+// runtimeFunc says whether a symbol is the CUDA runtime's own, linked in
+// statically: its entry points (cudaLaunchKernel) and internals.
+func runtimeFunc(symbol string) bool {
+	return strings.HasPrefix(symbol, "cuda") || strings.HasPrefix(symbol, "__cudart") || strings.Contains(symbol, "cudart")
+}
+
+// stubPrefix is how nvcc names a kernel's host stub: the prefix, then the
+// kernel's mangled name without its leading underscore.
+const stubPrefix = "__device_stub__"
+
+// stubKernel is the kernel a runtime launch's host stub names, mangled as
+// the driver's own names are.
+func stubKernel(c codeAddr) string {
+	switch s := withoutClone(c.symbol); {
+	case s == "":
+		return fmt.Sprintf("kernel launched from %s+%#x (its host stub has no symbol)", c.module, c.off)
+	case strings.HasPrefix(s, stubPrefix+"Z"):
+		return "_" + strings.TrimPrefix(s, stubPrefix)
+	case strings.HasPrefix(s, stubPrefix):
+		return strings.TrimPrefix(s, stubPrefix)
+	default:
+		return s
+	}
+}
+
+// withoutClone is a symbol without the suffix a compiler gives the
+// copies it makes of a function (GCC's .constprop.0, .isra.0, .part.0,
+// .cold; LLVM's .llvm.123): the function it was made from.
+func withoutClone(symbol string) string {
+	for _, suffix := range []string{".constprop.", ".isra.", ".part.", ".cold", ".llvm.", ".lto_priv."} {
+		if i := strings.Index(symbol, suffix); i > 0 {
+			symbol = symbol[:i]
+		}
+	}
+	return symbol
+}
+
+// driverCaller names a kernel a library launched through the driver
+// itself: by the library, and its function where it has a symbol.
+func driverCaller(c codeAddr) string {
+	if c.symbol == "" {
+		return fmt.Sprintf("kernel launched by %s (driver API)", c.module)
+	}
+	return fmt.Sprintf("kernel launched by %s in %s (driver API)", c.module, demangle.Filter(c.symbol, demangle.NoParams))
+}
+
+// afterCall says whether the code at c follows a call instruction: a
+// return address, not a stale word that happens to point into code.
+func afterCall(c codeAddr) bool {
+	const longest = 7 // call with a SIB byte and a 32-bit displacement, REX too
+	if c.off < longest {
+		return false
+	}
+	f, err := os.Open(c.path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b := make([]byte, longest)
+	if _, err := f.ReadAt(b, int64(c.off-longest)); err != nil {
+		return false
+	}
+	for k := 2; k <= longest; k++ {
+		inst, err := x86asm.Decode(b[longest-k:], 64)
+		if err == nil && inst.Op == x86asm.CALL && inst.Len == k {
+			return true
+		}
+	}
+	return false
+}

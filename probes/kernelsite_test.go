@@ -1,0 +1,44 @@
+package probes
+
+import "testing"
+
+// A host stub's symbol names its kernel as the driver's registrations do
+// (mangled), the compilers' clone suffixes dropped; a stub with no symbol
+// or a driver-API caller says where the launch came from.
+func TestKernelNamesFromSites(t *testing.T) {
+	for _, c := range []struct {
+		symbol, want string
+		driver       bool
+	}{
+		{"__device_stub__Z10add_kernelPfS_i", "_Z10add_kernelPfS_i", false},
+		{"__device_stub__ZN2at6native29vectorized_elementwise_kernelILi4EEEviT_", "_ZN2at6native29vectorized_elementwise_kernelILi4EEEviT_", false},
+		{"__device_stub__softmax_kernel", "softmax_kernel", false},
+		{"__device_stub__engine_kernel.constprop.0", "engine_kernel", false},
+		{"_ZN2at6native18elementwise_kernelILi128ELi2EEEviT1_", "_ZN2at6native18elementwise_kernelILi128ELi2EEEviT1_", false},
+		{"_Z4gemmPfS_.isra.0", "_Z4gemmPfS_", false},
+		{"", "kernel launched from libtorch_cuda.so+0x1234 (its host stub has no symbol)", false},
+		{"_ZN8cublasLt8dispatchEv", "kernel launched by libcublasLt.so.13 in cublasLt::dispatch (driver API)", true},
+		{"", "kernel launched by libcublasLt.so.13 (driver API)", true},
+	} {
+		module := "libtorch_cuda.so"
+		if c.driver {
+			module = "libcublasLt.so.13"
+		}
+		a := codeAddr{module: module, off: 0x1234, symbol: c.symbol}
+		got := stubKernel(a)
+		if c.driver {
+			got = driverCaller(a)
+		}
+		if got != c.want {
+			t.Errorf("%q: %q, want %q", c.symbol, got, c.want)
+		}
+	}
+	for _, m := range []string{"libcuda.so.1", "libcuda.so.580.159.04"} {
+		if !driverLib(m) || runtimeLib(m) {
+			t.Errorf("%s is the driver", m)
+		}
+	}
+	if !runtimeLib("libcudart.so.13") || !runtimeFunc("cudaLaunchKernel") || !runtimeFunc("__cudart1234") || runtimeFunc("_Z3fooPf") {
+		t.Error("the runtime's library and functions not told apart")
+	}
+}
