@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -95,23 +96,32 @@ func (n *siteNamer) wait(d time.Duration) {
 }
 
 // kernelName names the kernel of a site, "" where its words lead nowhere.
+//
+// Past the runtime's frames, the stack words hold stale return addresses
+// too, left by calls the launching code made before (torch checks each
+// launch with c10_cuda_check_implementation): a nvcc host stub among the
+// words wins over the first return address past the runtime, which names
+// the kernel only where no stub is seen (one inlined into its launcher).
 func (n *siteNamer) kernelName(ev *events.Event, now time.Time) string {
 	runtime := false
+	first := ""
 	for _, w := range ev.Native {
 		c, ok := n.syms.code(ev.PID, w.Offset, now)
 		if !ok || driverLib(c.module) || !afterCall(c) {
 			continue
 		}
-		if runtimeLib(c.module) || runtimeFunc(c.symbol) {
+		switch {
+		case runtimeLib(c.module) || runtimeFunc(c.symbol):
 			runtime = true
-			continue
-		}
-		if runtime {
+		case !runtime:
+			return driverCaller(c, ev.Out)
+		case strings.Contains(c.symbol, stubPrefix):
 			return stubKernel(c)
+		case first == "":
+			first = stubKernel(c)
 		}
-		return driverCaller(c)
 	}
-	return ""
+	return first
 }
 
 func driverLib(module string) bool  { return strings.HasPrefix(module, "libcuda.so") }
@@ -130,16 +140,29 @@ const stubPrefix = "__device_stub__"
 // stubKernel is the kernel a runtime launch's host stub names, mangled as
 // the driver's own names are.
 func stubKernel(c codeAddr) string {
-	switch s := withoutClone(c.symbol); {
-	case s == "":
+	s := withoutClone(c.symbol)
+	if s == "" {
 		return fmt.Sprintf("kernel launched from %s+%#x (its host stub has no symbol)", c.module, c.off)
-	case strings.HasPrefix(s, stubPrefix+"Z"):
-		return "_" + strings.TrimPrefix(s, stubPrefix)
-	case strings.HasPrefix(s, stubPrefix):
-		return strings.TrimPrefix(s, stubPrefix)
-	default:
-		return s
 	}
+	i := strings.Index(s, stubPrefix)
+	if i < 0 {
+		return s // the launching function: a stub inlined into it
+	}
+	// In a namespace the stub's name is one identifier of its own
+	// mangled name, its length in digits before it.
+	ident := s[i:]
+	j := i
+	for j > 0 && s[j-1] >= '0' && s[j-1] <= '9' {
+		j--
+	}
+	if n, err := strconv.Atoi(s[j:i]); err == nil && i+n <= len(s) {
+		ident = s[i : i+n]
+	}
+	k := strings.TrimPrefix(ident, stubPrefix)
+	if strings.HasPrefix(k, "Z") {
+		return "_" + k // a mangled name less its leading underscore
+	}
+	return k
 }
 
 // withoutClone is a symbol without the suffix a compiler gives the
@@ -156,11 +179,13 @@ func withoutClone(symbol string) string {
 
 // driverCaller names a kernel a library launched through the driver
 // itself: by the library, and its function where it has a symbol.
-func driverCaller(c codeAddr) string {
+// The handle tells apart the kernels one call site launches (cuBLAS
+// launches its many kernels from a few).
+func driverCaller(c codeAddr, handle uint64) string {
 	if c.symbol == "" {
-		return fmt.Sprintf("kernel launched by %s (driver API)", c.module)
+		return fmt.Sprintf("kernel %#x launched by %s (driver API)", handle, c.module)
 	}
-	return fmt.Sprintf("kernel launched by %s in %s (driver API)", c.module, demangle.Filter(c.symbol, demangle.NoParams))
+	return fmt.Sprintf("kernel %#x launched by %s in %s (driver API)", handle, c.module, demangle.Filter(c.symbol, demangle.NoParams))
 }
 
 // afterCall says whether the code at c follows a call instruction: a

@@ -17,8 +17,11 @@ func TestKernelNamesFromSites(t *testing.T) {
 		{"_ZN2at6native18elementwise_kernelILi128ELi2EEEviT1_", "_ZN2at6native18elementwise_kernelILi128ELi2EEEviT1_", false},
 		{"_Z4gemmPfS_.isra.0", "_Z4gemmPfS_", false},
 		{"", "kernel launched from libtorch_cuda.so+0x1234 (its host stub has no symbol)", false},
-		{"_ZN8cublasLt8dispatchEv", "kernel launched by libcublasLt.so.13 in cublasLt::dispatch (driver API)", true},
-		{"", "kernel launched by libcublasLt.so.13 (driver API)", true},
+		{"_ZN8cublasLt8dispatchEv", "kernel 0x7f00 launched by libcublasLt.so.13 in cublasLt::dispatch (driver API)", true},
+		{"", "kernel 0x7f00 launched by libcublasLt.so.13 (driver API)", true},
+		// torch's: the stub in the kernel's namespace, its name one identifier of its own.
+		{"_ZN2at6native57_GLOBAL__N__e658eeb9_24_ForeachBinaryOpScalar_cu_86b9896c44__device_stub__ZN2at6native13reduce_kernelEvEv",
+			"_ZN2at6native13reduce_kernelEv", false},
 	} {
 		module := "libtorch_cuda.so"
 		if c.driver {
@@ -27,7 +30,7 @@ func TestKernelNamesFromSites(t *testing.T) {
 		a := codeAddr{module: module, off: 0x1234, symbol: c.symbol}
 		got := stubKernel(a)
 		if c.driver {
-			got = driverCaller(a)
+			got = driverCaller(a, 0x7f00)
 		}
 		if got != c.want {
 			t.Errorf("%q: %q, want %q", c.symbol, got, c.want)
