@@ -104,10 +104,14 @@ func (n *siteNamer) wait(d time.Duration) {
 // the kernel only where no stub is seen (one inlined into its launcher).
 func (n *siteNamer) kernelName(ev *events.Event, now time.Time) string {
 	runtime := false
-	first := ""
+	stub, first := "", ""
 	for _, w := range ev.Native {
 		c, ok := n.syms.code(ev.PID, w.Offset, now)
-		if !ok || driverLib(c.module) || !afterCall(c) {
+		if !ok || driverLib(c.module) {
+			continue
+		}
+		call, callee := callBefore(c)
+		if !call {
 			continue
 		}
 		switch {
@@ -115,13 +119,26 @@ func (n *siteNamer) kernelName(ev *events.Event, now time.Time) string {
 			runtime = true
 		case !runtime:
 			return driverCaller(c, ev.Out)
-		case strings.Contains(c.symbol, stubPrefix):
-			return stubKernel(c)
+		case launchEntry(callee):
+			return stubKernel(c) // the call into the runtime's launch
+		case callee != "":
+			// A stale word: its call went to another function.
+		case stub == "" && strings.Contains(c.symbol, stubPrefix):
+			stub = stubKernel(c)
 		case first == "":
 			first = stubKernel(c)
 		}
 	}
+	if stub != "" {
+		return stub
+	}
 	return first
+}
+
+// launchEntry says whether a function is one of the runtime's or the
+// driver's kernel launch entry points.
+func launchEntry(name string) bool {
+	return strings.HasPrefix(name, "cudaLaunch") || strings.HasPrefix(name, "cuLaunch")
 }
 
 func driverLib(module string) bool  { return strings.HasPrefix(module, "libcuda.so") }
@@ -188,27 +205,61 @@ func driverCaller(c codeAddr, handle uint64) string {
 	return fmt.Sprintf("kernel %#x launched by %s in %s (driver API)", handle, c.module, demangle.Filter(c.symbol, demangle.NoParams))
 }
 
-// afterCall says whether the code at c follows a call instruction: a
-// return address, not a stale word that happens to point into code.
-func afterCall(c codeAddr) bool {
+// callBefore says whether the code at c follows a call instruction (a
+// return address, not a stale word that happens to point into code),
+// and the function the call went to, where its target says (a direct
+// call, or one through a GOT slot): "" for a call through a register.
+func callBefore(c codeAddr) (bool, string) {
 	const longest = 7 // call with a SIB byte and a 32-bit displacement, REX too
 	if c.off < longest {
-		return false
+		return false, ""
 	}
 	f, err := os.Open(c.path)
 	if err != nil {
-		return false
+		return false, ""
 	}
 	defer f.Close()
 	b := make([]byte, longest)
 	if _, err := f.ReadAt(b, int64(c.off-longest)); err != nil {
-		return false
+		return false, ""
 	}
 	for k := 2; k <= longest; k++ {
 		inst, err := x86asm.Decode(b[longest-k:], 64)
-		if err == nil && inst.Op == x86asm.CALL && inst.Len == k {
-			return true
+		if err != nil || inst.Op != x86asm.CALL || inst.Len != k {
+			continue
 		}
+		return true, callee(c, inst)
 	}
-	return false
+	return false, ""
+}
+
+// callee names the function a call returning to c went to.
+func callee(c codeAddr, inst x86asm.Inst) string {
+	fs := c.file
+	if fs == nil {
+		return ""
+	}
+	ret, ok := fs.vaddr(c.off)
+	if !ok {
+		return ""
+	}
+	var target uint64
+	switch a := inst.Args[0].(type) {
+	case x86asm.Rel:
+		target = uint64(int64(ret) + int64(a))
+	case x86asm.Mem:
+		if a.Base != x86asm.RIP || a.Index != 0 {
+			return ""
+		}
+		target = uint64(int64(ret) + a.Disp) // a GOT slot
+	default:
+		return ""
+	}
+	if name, ok := fs.imports[target]; ok {
+		return name
+	}
+	if sym := fs.symbolAt(target); sym != nil {
+		return sym.raw
+	}
+	return ""
 }

@@ -1,6 +1,12 @@
 package probes
 
-import "testing"
+import (
+	"debug/elf"
+	"path/filepath"
+	"testing"
+
+	"github.com/gpuprof/gpuprof/internal/testenv"
+)
 
 // A host stub's symbol names its kernel as the driver's registrations do
 // (mangled), the compilers' clone suffixes dropped; a stub with no symbol
@@ -43,5 +49,37 @@ func TestKernelNamesFromSites(t *testing.T) {
 	}
 	if !runtimeLib("libcudart.so.13") || !runtimeFunc("cudaLaunchKernel") || !runtimeFunc("__cudart1234") || runtimeFunc("_Z3fooPf") {
 		t.Error("the runtime's library and functions not told apart")
+	}
+}
+
+// The demo trainer's imports are named by their PLT entries and GOT
+// slots: what a call's target says it called.
+func TestReadImports(t *testing.T) {
+	dir := testenv.Fixtures(t)
+	ef, err := elf.Open(filepath.Join(dir, "demo-trainer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	imports := readImports(ef)
+	var plt, got bool
+	for addr, name := range imports {
+		if name != "dlsym" {
+			continue
+		}
+		for _, sec := range []string{".plt", ".plt.sec"} {
+			if s := ef.Section(sec); s != nil && addr >= s.Addr && addr < s.Addr+s.Size {
+				plt = true
+			}
+		}
+		if s := ef.Section(".got"); s != nil && addr >= s.Addr && addr < s.Addr+s.Size {
+			got = true
+		}
+		if s := ef.Section(".got.plt"); s != nil && addr >= s.Addr && addr < s.Addr+s.Size {
+			got = true
+		}
+	}
+	if !plt || !got {
+		t.Errorf("dlsym: PLT entry named %v, GOT slot named %v (%d imports)", plt, got, len(imports))
 	}
 }

@@ -50,6 +50,10 @@ type fileSymbols struct {
 	loads  []elf.ProgHeader
 	interp bool // the Python interpreter's own code
 	err    error
+	// imports names the functions the file calls in other files, by the
+	// address of their PLT entry and of their GOT slot (kernelsite.go
+	// reads where a call went).
+	imports map[uint64]string
 }
 
 type funcSymbol struct {
@@ -101,6 +105,7 @@ type codeAddr struct {
 	path   string // the file as gpuprof opens it
 	off    uint64 // the address's offset in the file
 	symbol string // "" where no function symbol holds it
+	file   *fileSymbols
 }
 
 // code is address a of process pid as a place in a file; ok is false
@@ -124,6 +129,7 @@ func (s *symbolizer) code(pid uint32, a uint64, now time.Time) (codeAddr, bool) 
 		fs = readFileSymbols(f)
 		s.files[f.Key()] = fs
 	}
+	c.file = fs
 	if sym := fs.symbol(c.off); sym != nil {
 		c.symbol = sym.raw
 	}
@@ -212,6 +218,7 @@ func readFileSymbols(f MappedFile) *fileSymbols {
 			fs.loads = append(fs.loads, p.ProgHeader)
 		}
 	}
+	fs.imports = readImports(ef)
 	seen := map[uint64]bool{}
 	for _, read := range []func() ([]elf.Symbol, error){ef.DynamicSymbols, ef.Symbols} {
 		syms, err := read()
@@ -245,21 +252,32 @@ func (fs *fileSymbols) lookup(off uint64) (string, bool) {
 	return sym.name, true
 }
 
-// symbol is the function symbol holding file offset off, nil where none.
-func (fs *fileSymbols) symbol(off uint64) *funcSymbol {
-	vaddr, ok := uint64(0), false
-	for _, p := range fs.loads {
-		if off >= p.Off && off < p.Off+p.Filesz {
-			vaddr, ok = off-p.Off+p.Vaddr, true
-			break
-		}
-	}
-	if !ok {
-		return nil
-	}
+// symbolAt is the function symbol holding the file's own address vaddr,
+// nil where none.
+func (fs *fileSymbols) symbolAt(vaddr uint64) *funcSymbol {
 	i := sort.Search(len(fs.syms), func(i int) bool { return fs.syms[i].start > vaddr }) - 1
 	if i < 0 || vaddr >= fs.syms[i].end {
 		return nil
 	}
 	return &fs.syms[i]
+}
+
+// vaddr is file offset off as an address of the file's own (its ELF
+// virtual addresses); ok is false where no loaded segment holds it.
+func (fs *fileSymbols) vaddr(off uint64) (uint64, bool) {
+	for _, p := range fs.loads {
+		if off >= p.Off && off < p.Off+p.Filesz {
+			return off - p.Off + p.Vaddr, true
+		}
+	}
+	return 0, false
+}
+
+// symbol is the function symbol holding file offset off, nil where none.
+func (fs *fileSymbols) symbol(off uint64) *funcSymbol {
+	vaddr, ok := fs.vaddr(off)
+	if !ok {
+		return nil
+	}
+	return fs.symbolAt(vaddr)
 }
