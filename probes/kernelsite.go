@@ -136,8 +136,10 @@ func (n *siteNamer) kernelName(ev *events.Event, now time.Time) string {
 }
 
 // launchEntry says whether a function is one of the runtime's or the
-// driver's kernel launch entry points.
-func launchEntry(name string) bool {
+// driver's kernel launch entry points, or the runtime header's template
+// around one (cudaLaunchKernel<char>, compiled into the caller's file).
+func launchEntry(symbol string) bool {
+	name := demangle.Filter(symbol, demangle.NoParams)
 	return strings.HasPrefix(name, "cudaLaunch") || strings.HasPrefix(name, "cuLaunch")
 }
 
@@ -146,8 +148,11 @@ func runtimeLib(module string) bool { return strings.HasPrefix(module, "libcudar
 
 // runtimeFunc says whether a symbol is the CUDA runtime's own, linked in
 // statically: its entry points (cudaLaunchKernel) and internals.
+// The runtime header's templates (cudaLaunchKernel<char>) are compiled
+// into the caller's file, and count as the runtime's too.
 func runtimeFunc(symbol string) bool {
-	return strings.HasPrefix(symbol, "cuda") || strings.HasPrefix(symbol, "__cudart") || strings.Contains(symbol, "cudart")
+	name := demangle.Filter(symbol, demangle.NoParams)
+	return strings.HasPrefix(name, "cuda") || strings.HasPrefix(name, "__cudart") || strings.Contains(name, "cudart")
 }
 
 // stubPrefix is how nvcc names a kernel's host stub: the prefix, then the

@@ -47,8 +47,13 @@ func TestKernelNamesFromSites(t *testing.T) {
 			t.Errorf("%s is the driver", m)
 		}
 	}
-	if !runtimeLib("libcudart.so.13") || !runtimeFunc("cudaLaunchKernel") || !runtimeFunc("__cudart1234") || runtimeFunc("_Z3fooPf") {
+	// The runtime header's template, compiled into torch: cudaLaunchKernel<char>.
+	const wrapper = "_Z16cudaLaunchKernelIcE9cudaError_tPKT_4dim3S4_PPvmP11CUstream_st"
+	if !runtimeLib("libcudart.so.13") || !runtimeFunc("cudaLaunchKernel") || !runtimeFunc("__cudart1234") || !runtimeFunc(wrapper) || runtimeFunc("_Z3fooPf") {
 		t.Error("the runtime's library and functions not told apart")
+	}
+	if !launchEntry("cudaLaunchKernel") || !launchEntry("cuLaunchKernelEx") || !launchEntry(wrapper) || launchEntry("cudaGetLastError") {
+		t.Error("the launch entry points not told from other calls")
 	}
 }
 
