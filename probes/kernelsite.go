@@ -3,6 +3,7 @@ package probes
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -105,12 +106,17 @@ func (n *siteNamer) wait(d time.Duration) {
 func (n *siteNamer) kernelName(ev *events.Event, now time.Time) string {
 	runtime := false
 	stub, first := "", ""
-	for _, w := range ev.Native {
+	debug := slog.Default().Enabled(context.Background(), slog.LevelDebug)
+	for i, w := range ev.Native {
 		c, ok := n.syms.code(ev.PID, w.Offset, now)
 		if !ok || driverLib(c.module) {
 			continue
 		}
 		call, callee := callBefore(c)
+		if debug {
+			slog.Debug("kernel site word", "handle", fmt.Sprintf("%#x", ev.Out), "word", i, "module", c.module,
+				"symbol", c.symbol, "after_call", call, "callee", callee)
+		}
 		if !call {
 			continue
 		}
