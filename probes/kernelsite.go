@@ -104,9 +104,8 @@ func (n *siteNamer) wait(d time.Duration) {
 // words wins over the first return address past the runtime, which names
 // the kernel only where no stub is seen (one inlined into its launcher).
 func (n *siteNamer) kernelName(ev *events.Event, now time.Time) string {
-	runtime := false
-	stub, first := "", ""
 	debug := slog.Default().Enabled(context.Background(), slog.LevelDebug)
+	var words []siteWord
 	for i, w := range ev.Native {
 		c, ok := n.syms.code(ev.PID, w.Offset, now)
 		if !ok || driverLib(c.module) {
@@ -117,14 +116,32 @@ func (n *siteNamer) kernelName(ev *events.Event, now time.Time) string {
 			slog.Debug("kernel site word", "handle", fmt.Sprintf("%#x", ev.Out), "word", i, "module", c.module,
 				"symbol", c.symbol, "after_call", call, "callee", callee)
 		}
-		if !call {
-			continue
+		if call {
+			words = append(words, siteWord{c, callee})
 		}
+	}
+	return nameFromWords(words, ev.Out)
+}
+
+// siteWord is a return address above the driver's launch entry, and the
+// function its call went to where the call's target says.
+type siteWord struct {
+	c      codeAddr
+	callee string
+}
+
+// nameFromWords names a kernel from the return addresses above the
+// driver's launch entry, innermost first (kernelName).
+func nameFromWords(words []siteWord, handle uint64) string {
+	runtime := false
+	stub, first := "", ""
+	for _, w := range words {
+		c, callee := w.c, w.callee
 		switch {
 		case runtimeLib(c.module) || runtimeFunc(c.symbol):
 			runtime = true
 		case !runtime:
-			return driverCaller(c, ev.Out)
+			return driverCaller(c, handle)
 		case launchEntry(callee):
 			return stubKernel(c) // the call into the runtime's launch
 		case callee != "":
@@ -144,8 +161,10 @@ func (n *siteNamer) kernelName(ev *events.Event, now time.Time) string {
 // launchEntry says whether a function is one of the runtime's or the
 // driver's kernel launch entry points, or the runtime header's template
 // around one (cudaLaunchKernel<char>, compiled into the caller's file).
+//
+// CUDA 13's nvcc has the launching code call __cudaLaunchKernel.
 func launchEntry(symbol string) bool {
-	name := demangle.Filter(symbol, demangle.NoParams)
+	name := strings.TrimLeft(demangle.Filter(symbol, demangle.NoParams), "_")
 	return strings.HasPrefix(name, "cudaLaunch") || strings.HasPrefix(name, "cuLaunch")
 }
 
@@ -174,7 +193,9 @@ func stubKernel(c codeAddr) string {
 	}
 	i := strings.Index(s, stubPrefix)
 	if i < 0 {
-		return s // the launching function: a stub inlined into it
+		// The launching function, a stub inlined into it: it says which
+		// operation the kernel is, not the kernel's own name.
+		return "kernel launched in " + demangle.Filter(s, demangle.NoParams)
 	}
 	// In a namespace the stub's name is one identifier of its own
 	// mangled name, its length in digits before it.
