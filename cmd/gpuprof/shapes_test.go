@@ -60,6 +60,9 @@ func TestLoopShapes(t *testing.T) {
 		{"micro2/compute", "--micro-batches 2 --data-ms 1 --compute-ms 6"},
 		{"sync/data", "--timing sync --data-ms 5 --compute-ms 1"},
 		{"sync/compute", "--timing sync --data-ms 1 --compute-ms 6"},
+		// A CUDA graph replayed a step, its kernels captured in it.
+		{"graph/compute", "--graph --data-ms 1 --compute-ms 6"},
+		{"graph/data", "--graph --data-ms 5 --compute-ms 1"},
 	} {
 		runs = append(runs, shapeRun{"c/" + c.name, append([]string{demo, "--steps", "100000"}, strings.Fields(c.flags)...)})
 	}
