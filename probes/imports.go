@@ -19,14 +19,7 @@ func readImports(ef *elf.File) map[uint64]string {
 	}
 	out := map[uint64]string{}
 	for _, name := range []string{".rela.plt", ".rela.dyn"} {
-		sec := ef.Section(name)
-		if sec == nil {
-			continue
-		}
-		data, err := sec.Data()
-		if err != nil {
-			continue
-		}
+		_, data := section(ef, name)
 		for i := 0; i+24 <= len(data); i += 24 {
 			off, info := binary.LittleEndian.Uint64(data[i:]), binary.LittleEndian.Uint64(data[i+8:])
 			typ, sym := elf.R_X86_64(info&0xffffffff), info>>32
@@ -39,14 +32,7 @@ func readImports(ef *elf.File) map[uint64]string {
 		}
 	}
 	for _, name := range []string{".plt.sec", ".plt"} {
-		sec := ef.Section(name)
-		if sec == nil {
-			continue
-		}
-		data, err := sec.Data()
-		if err != nil {
-			continue
-		}
+		sec, data := section(ef, name)
 		for e := 0; e+16 <= len(data); e += 16 {
 			if slot, ok := pltSlot(data[e:e+16], sec.Addr+uint64(e)); ok {
 				if n, ok := out[slot]; ok {
@@ -56,6 +42,20 @@ func readImports(ef *elf.File) map[uint64]string {
 		}
 	}
 	return out
+}
+
+// section is the file's section of that name and its bytes; none where
+// the file has no such section, or it cannot be read.
+func section(ef *elf.File, name string) (*elf.Section, []byte) {
+	sec := ef.Section(name)
+	if sec == nil {
+		return nil, nil
+	}
+	data, err := sec.Data()
+	if err != nil {
+		return nil, nil
+	}
+	return sec, data
 }
 
 // pltSlot is the GOT slot a 16-byte PLT entry at addr jumps through: its
