@@ -186,6 +186,9 @@ func Open(cfg Config) (*Session, error) {
 			return nil, err
 		}
 		sess.controllers = append(sess.controllers, sess.stacks)
+		// One copy of each file's symbols (libtorch_cuda.so's are large);
+		// the symbolizer has a lock of its own.
+		sess.sites.syms = sess.stacks.syms
 	}
 	if !cfg.NoPython {
 		pools := newPoolWatch(func(pid uint32, p bpfPool) error {
