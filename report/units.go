@@ -1,6 +1,10 @@
 package report
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // Duration formats seconds compactly: 18.6ms, 412µs, 2.31s.
 func Duration(s float64) string {
@@ -32,4 +36,16 @@ func Bytes(n float64) string {
 		return fmt.Sprintf("%.1fKiB", n/(1<<10))
 	}
 	return fmt.Sprintf("%.0fB", n)
+}
+
+// PIDList names processes, the first shown of them and how many more.
+func PIDList(pids []int, shown int) string {
+	parts := make([]string, 0, shown+1)
+	for _, p := range pids[:min(len(pids), shown)] {
+		parts = append(parts, strconv.Itoa(p))
+	}
+	if len(pids) > shown {
+		parts = append(parts, fmt.Sprintf("and %d more", len(pids)-shown))
+	}
+	return "PID " + strings.Join(parts, ", ")
 }

@@ -105,17 +105,7 @@ func (s snapshot) header(width int) string {
 }
 
 // pidList names processes, the first four of them.
-func pidList(pids []int) string {
-	const shown = 4
-	parts := make([]string, 0, shown+1)
-	for _, p := range pids[:min(len(pids), shown)] {
-		parts = append(parts, fmt.Sprint(p))
-	}
-	if len(pids) > shown {
-		parts = append(parts, fmt.Sprintf("and %d more", len(pids)-shown))
-	}
-	return "PID " + strings.Join(parts, ", ")
-}
+func pidList(pids []int) string { return report.PIDList(pids, 4) }
 
 func verdictBlocks(v verdict) []block {
 	line := "bottleneck: " + v.Bottleneck

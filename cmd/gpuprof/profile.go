@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -325,17 +323,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 }
 
 // pidList names processes, the first eight of them.
-func pidList(pids []int) string {
-	const shown = 8
-	parts := make([]string, 0, shown+1)
-	for _, p := range pids[:min(len(pids), shown)] {
-		parts = append(parts, strconv.Itoa(p))
-	}
-	if len(pids) > shown {
-		parts = append(parts, fmt.Sprintf("and %d more", len(pids)-shown))
-	}
-	return "PID " + strings.Join(parts, ", ")
-}
+func pidList(pids []int) string { return report.PIDList(pids, 8) }
 
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
