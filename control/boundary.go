@@ -48,16 +48,20 @@ func matchesDeviceCopies(k correlate.CallKind) bool {
 func matchesRecords(k correlate.CallKind) bool { return k.Class == cudaapi.ClassRecord }
 
 // boundaryFound tells pid's probes of its step boundary a, found just
-// now (first) or moved.
-func (l *Loop) boundaryFound(first bool, a correlate.Boundary) {
+// now (first) or moved; learning: its launches were counted part of the
+// time while it was learned (Probes.LearnLaunches).
+func (l *Loop) boundaryFound(first, learning bool, a correlate.Boundary) {
 	// Timed, for telling a late boundary from a steady cost
 	// (overhead.py --logs); the output's note says it untimed.
 	l.log.Debug("step boundary", "pid", a.PID, "tid", a.TID, "calls", a.Calls, "first", first)
 	pid := int(a.PID)
 	l.probes.SetStepThread(pid, a.TID)
 	plan := l.cfg.planBoundary(first, a.CallKind())
-	if plan.sampleLaunches {
+	switch {
+	case plan.sampleLaunches:
 		l.probes.SampleLaunches(pid, plan.period, plan.on)
+	case first && learning:
+		l.probes.SampleLaunches(pid, 0, 0) // every launch from now on
 	}
 	if plan.narrowRecords {
 		l.probes.NarrowRecords(pid)

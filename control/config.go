@@ -21,6 +21,11 @@ type Config struct {
 	// LaunchOn is how long launches are counted at a time once steps are
 	// found: long enough to hold whole steps of most loops.
 	LaunchOn time.Duration
+	// LearnBudget: while a process's step boundary is learned, where
+	// probing every launch would cost it more than this fraction of its
+	// time, its launches are counted only a share of the time that costs
+	// about this (learnlaunches.go); 1 counts every launch then.
+	LearnBudget float64
 	// RecordSites: once steps are found, event records are probed only
 	// at the call sites whose events the job reads (Probes.NarrowRecords),
 	// so that a library's own records trap no more.
@@ -52,11 +57,12 @@ type StepTimes struct {
 // -3.92..-0.18%), nearly all of it in traps outside the on phases.
 const DefaultLaunchDuty = 0.025
 
-// DefaultConfig is attach's policy: launches counted 1 s in 40 once steps
-// are found, records narrowed to their readers' call sites, step times
+// DefaultConfig is attach's policy: launches counted for ~0.5% of a
+// process's time while its steps are learned and 1 s in 40 once they are
+// found, records narrowed to their readers' call sites, step times
 // the median of the latest 8 steps once there are 4.
 func DefaultConfig() Config {
-	return Config{LaunchDuty: DefaultLaunchDuty, LaunchOn: time.Second, RecordSites: true,
+	return Config{LaunchDuty: DefaultLaunchDuty, LaunchOn: time.Second, LearnBudget: DefaultLearnBudget, RecordSites: true,
 		StepTimes: StepTimes{Window: 8, Min: 4}}
 }
 
@@ -78,6 +84,9 @@ func (c Config) check() error {
 	}
 	if c.LaunchDuty > 0 && c.LaunchDuty < 1 && c.LaunchOn <= 0 {
 		errs = append(errs, fmt.Errorf("launches counted %v at a time: give a positive duration", c.LaunchOn))
+	}
+	if c.LearnBudget < 0 || c.LearnBudget > 1 {
+		errs = append(errs, fmt.Errorf("learning budget %g: give a fraction from 0 to 1", c.LearnBudget))
 	}
 	if c.StepTimes.Min < 1 || c.StepTimes.Window < c.StepTimes.Min {
 		errs = append(errs, fmt.Errorf("step times over %d steps once there are %d: give 1 <= min <= window",

@@ -44,6 +44,10 @@ func (f *fakeProbes) SetStepThread(pid int, tid uint32) {
 	f.calls = append(f.calls, call{op: "thread", pid: pid, tid: tid})
 }
 
+func (f *fakeProbes) LearnLaunches(pid int, period, on time.Duration) {
+	f.calls = append(f.calls, call{op: "learn", pid: pid, period: period, on: on})
+}
+
 func (f *fakeProbes) SampleLaunches(pid int, period, on time.Duration) {
 	f.calls = append(f.calls, call{op: "launches", pid: pid, period: period, on: on})
 }

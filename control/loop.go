@@ -34,6 +34,7 @@ type proc struct {
 	waitNeeds WaitProbes         // what its steps needed of its wait probes as last told
 	waitsTold bool               // the wait keeper was told of it at all
 	clock     stepClock
+	meter     launchMeter // its launch rate while its boundary is learned
 }
 
 // New makes a loop that sends steps to out and steers p; p nil (a
@@ -125,8 +126,11 @@ func (l *Loop) Add(e *events.Event) {
 		p.boundary = a
 		l.out.Note(fmt.Sprintf("PID %d: step boundary: %s on thread %d (%s)", a.PID, a.Calls, a.TID, a.Reason))
 		if l.probes != nil {
-			l.boundaryFound(first, a)
+			l.boundaryFound(first, p.meter.sampled, a)
 		}
+	}
+	if l.probes != nil {
+		l.meterLaunches(e.PID, p, e)
 	}
 	if len(steps) > 0 && l.probes != nil {
 		l.steer(e.PID, p, steps)

@@ -12,6 +12,10 @@ import (
 // boundaryNote is the note the loop makes as a boundary is found or moves.
 var boundaryNote = regexp.MustCompile(`^PID (\d+): step boundary: .+ on thread (\d+) \(`)
 
+// learnNote is the note the loop makes as a process's launches are
+// counted part of the time while its boundary is learned.
+var learnNote = regexp.MustCompile(`^PID (\d+): ~\d+ launches a second, each probed would cost ~[\d.]+% of its time: counted \S+ in every \S+, the phases doubling each cycle, while its steps are learned$`)
+
 // TestReplayTellsProbes replays every trace under attach's policy and
 // holds what the probes were told to what the steps showed:
 //   - each boundary noted is told at once to SetStepThread, its thread
@@ -59,8 +63,11 @@ func TestReplayTellsProbes(t *testing.T) {
 			wantLaunches, wantNarrow := !matchesDeviceCopies(a.CallKind()), !matchesRecords(a.CallKind())
 			period, on := cfg.LaunchCycle()
 			ls := f.of("launches", int(pid))
+			learned := checkLearned(t, name, cfg, f, int(pid))
 			switch {
-			case !wantLaunches && len(ls) > 0:
+			case !wantLaunches && learned && (len(ls) != 1 || ls[0].on < ls[0].period):
+				t.Errorf("%s: launches sampled %v, its boundary %s: want every launch counted again", name, ls, a.Calls)
+			case !wantLaunches && !learned && len(ls) > 0:
 				t.Errorf("%s: launches sampled %v, its boundary %s", name, ls, a.Calls)
 			case wantLaunches && (len(ls) != 1 || ls[0].period != period || ls[0].on != on):
 				t.Errorf("%s: launches sampled %v, want once, %v in %v", name, ls, on, period)
@@ -84,11 +91,44 @@ func TestReplayTellsProbes(t *testing.T) {
 	}
 }
 
+// checkLearned: a process's launches are thinned for its learning at
+// most once, before its boundary is found (its step thread told), to the
+// cycle its launch rate (in the note) gives; it says whether they were.
+func checkLearned(t *testing.T, name string, cfg Config, f *fakeProbes, pid int) bool {
+	t.Helper()
+	learns := f.of("learn", pid)
+	if len(learns) == 0 {
+		return false
+	}
+	i := slices.IndexFunc(f.calls, func(c call) bool { return c.op == "learn" && c.pid == pid })
+	if th := slices.IndexFunc(f.calls, func(c call) bool { return c.op == "thread" && c.pid == pid }); len(learns) > 1 || th >= 0 && th < i {
+		t.Errorf("%s: learning thinned %v, after its step thread was told or more than once", name, learns)
+	}
+	var rate float64
+	if _, err := fmt.Sscanf(f.calls[i+1].note, fmt.Sprintf("PID %d: ~%%f launches", pid), &rate); err != nil {
+		t.Errorf("%s: note %q after LearnLaunches: %v", name, f.calls[i+1].note, err)
+	}
+	// The note rounds the rate: the cycle is held to within its rounding.
+	lo, on, ok := cfg.learnCycle(rate - 0.5)
+	hi, _, _ := cfg.learnCycle(rate + 0.5)
+	if c := learns[0]; !ok || c.on != on || c.period < lo || c.period > hi {
+		t.Errorf("%s: learning thinned to %v in %v at ~%.0f launches a second; want %v in %v..%v", name, c.on, c.period, rate, on, lo, hi)
+	}
+	return true
+}
+
 // checkBoundariesTold: each boundary noted is told next to SetStepThread.
 func checkBoundariesTold(t *testing.T, name string, f *fakeProbes) {
 	t.Helper()
 	for i, c := range f.calls {
 		if c.op != "note" {
+			continue
+		}
+		if m := learnNote.FindStringSubmatch(c.note); m != nil {
+			pid, _ := strconv.Atoi(m[1])
+			if i == 0 || f.calls[i-1].op != "learn" || f.calls[i-1].pid != pid {
+				t.Errorf("%s: %q not after its LearnLaunches", name, c.note)
+			}
 			continue
 		}
 		m := boundaryNote.FindStringSubmatch(c.note)
@@ -238,7 +278,11 @@ func TestReplayBoundaryKinds(t *testing.T) {
 					continue
 				}
 				n++
-				if got := len(f.of("launches", int(pid))) == 1; got != tc.launches {
+				ls := f.of("launches", int(pid))
+				if len(f.of("learn", int(pid))) > 0 && len(ls) == 1 && ls[0].on >= ls[0].period {
+					ls = nil // every launch counted again, after the learning
+				}
+				if got := len(ls) == 1; got != tc.launches {
 					t.Errorf("PID %d, boundary %s: launches sampled %v, want %v", pid, a.Calls, f.of("launches", int(pid)), tc.launches)
 				}
 				if got := len(f.of("records", int(pid))) == 1; got != tc.narrow {

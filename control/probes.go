@@ -7,7 +7,11 @@ import "time"
 type Probes interface {
 	// SetStepThread says which thread of pid runs its training loop.
 	SetStepThread(pid int, tid uint32)
-	// SampleLaunches counts pid's launches only on of every period.
+	// LearnLaunches counts pid's launches only on of every period, the
+	// phases growing, while its boundary is learned.
+	LearnLaunches(pid int, period, on time.Duration)
+	// SampleLaunches counts pid's launches only on of every period once
+	// its boundary is found; on >= period counts every one.
 	SampleLaunches(pid int, period, on time.Duration)
 	// FitLaunchPhases says how long pid's steps take (their median wall
 	// time), for its launch phases to hold whole ones.

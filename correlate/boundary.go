@@ -57,6 +57,9 @@ type token struct {
 	// data: a wait for samples or a DataLoader, a fetch, a copy in
 	// (isDataEvent): the next step's fetch has begun.
 	data bool
+	// gap: launches were not counted from the last token to the next;
+	// no cluster or interval spans it.
+	gap bool
 }
 
 // threadTokens collects the calls of each thread.
@@ -69,9 +72,25 @@ type threadTokens struct {
 	toHost      int // syncs and device-to-host copies
 }
 
-func collect(items []item) []*threadTokens {
+// collect collects the calls of each thread in stretches of items in
+// which launches were counted all through; a gap token parts them.
+func collect(stretches ...[]item) []*threadTokens {
 	byTID := map[uint64]*threadTokens{}
 	var order []*threadTokens
+	for n, items := range stretches {
+		if n > 0 {
+			for _, tt := range order {
+				if k := len(tt.toks); k > 0 && !tt.toks[k-1].gap {
+					tt.toks = append(tt.toks, token{gap: true})
+				}
+			}
+		}
+		order = collectStretch(items, byTID, order)
+	}
+	return order
+}
+
+func collectStretch(items []item, byTID map[uint64]*threadTokens, order []*threadTokens) []*threadTokens {
 	for i := range items {
 		e := &items[i].ev
 		if e.Kind != events.KindCall && !(items[i].isWait && isDataEvent(&items[i])) {
@@ -142,6 +161,14 @@ func clustersWithin(toks []token, m matcher, byCalls bool) (ends []uint64, ivs [
 	sinceLast := map[key]bool{} // kinds since the last boundary call
 	within = map[key]bool{}
 	for _, t := range toks {
+		if t.gap {
+			// Nothing is known of the work in between: the next call
+			// begins a cluster, and no interval spans the gap.
+			since, open, data = 0, false, false
+			clear(others)
+			clear(sinceLast)
+			continue
+		}
 		match := m.match(t.k)
 		w := int(t.work)
 		if byCalls {
@@ -279,13 +306,16 @@ type candidate struct {
 	priority int
 }
 
-// learn looks for the step boundary in buffered events.
-func learn(items []item, cfg Config, fixed *matcher) (Boundary, bool) {
-	if len(items) == 0 {
+// learn looks for the step boundary in buffered events: in the stretches
+// of them in which launches were counted.
+func learn(stretches [][]item, cfg Config, fixed *matcher) (Boundary, bool) {
+	stretches = slices.DeleteFunc(slices.Clone(stretches), func(s []item) bool { return len(s) == 0 })
+	if len(stretches) == 0 {
 		return Boundary{}, false
 	}
-	span := items[len(items)-1].ev.End - items[0].ev.End
-	threads := collect(items)
+	last := stretches[len(stretches)-1]
+	span := last[len(last)-1].ev.End - stretches[0][0].ev.End
+	threads := collect(stretches...)
 	if cfg.Thread != 0 {
 		threads = slices.DeleteFunc(threads, func(t *threadTokens) bool { return t.tid != cfg.Thread })
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -734,5 +735,31 @@ func TestUserProbeRoles(t *testing.T) {
 	}
 	if _, err := New(Config{Boundary: "cudaStreamSynchronize", User: cfg.User}); err == nil {
 		t.Error("two step boundaries accepted")
+	}
+}
+
+func TestLearnedAcrossShortStretches(t *testing.T) {
+	// Launches counted 0.5 s of every 2 s from the start (a launch-heavy
+	// process's learning phases), in steps of ~150 ms: no stretch holds
+	// the steps the boundary needs, several together do. No interval
+	// spans the uncounted time between them.
+	tr := newThread(100, 101, 0)
+	for range 200 {
+		pytorchStep(t, tr, 30*ms, 120*ms, 170, true)
+	}
+	evs := sample(tr.evs, 500e6, 2e9, 500e6)
+	c, steps := run(t, Config{}, evs)
+	a, ok := c.Boundary()
+	if !ok || a.Calls != "event elapsed-time read" {
+		t.Fatalf("boundary %+v, want the elapsed-time read", a)
+	}
+	if len(steps) < 198 {
+		t.Fatalf("%d steps of 200", len(steps))
+	}
+	full, _ := run(t, Config{}, tr.evs)
+	fa, _ := full.Boundary()
+	apart := regexp.MustCompile(`~\d+ kernel launches apart`)
+	if got, want := apart.FindString(a.Reason), apart.FindString(fa.Reason); got == "" || got != want {
+		t.Errorf("boundary %q, with every launch counted %q: the work between its calls differs", a.Reason, fa.Reason)
 	}
 }

@@ -313,8 +313,7 @@ func (c *Correlator) Add(e *events.Event) []Step {
 func (c *Correlator) tryLearn(final bool) []Step {
 	now := c.buf[len(c.buf)-1].ev.End
 	c.lastTry, c.lastLen = now, len(c.buf)
-	learnable := c.lastCounted(c.buf)
-	boundary, ok := learn(learnable, c.cfg, c.fixed)
+	boundary, ok := learn(c.countedStretches(c.buf), c.cfg, c.fixed)
 	if !ok {
 		c.prop = nil
 		return nil
@@ -325,10 +324,11 @@ func (c *Correlator) tryLearn(final bool) []Step {
 			c.prop = &proposal{boundary: boundary, since: now, seen: boundary.seen}
 			return nil
 		}
-		if now < p.since+confirmSpan || boundary.seen < p.seen+confirmClusters {
+		if now < p.since+confirmSpan || boundary.seen < p.seen+confirmClusters && !(c.uncountedSince(p.since) && c.goesOn(p)) {
 			return nil
 		}
 	}
+	learnable := c.lastCounted(c.buf)
 	c.prop = nil
 	marks := c.learnMarks
 	c.learnMarks = nil
@@ -400,7 +400,7 @@ func (c *Correlator) review(it *item) []Step {
 	}
 	cfg := c.cfg
 	cfg.Thread = top.tid
-	boundary, ok := learn(c.window, cfg, c.fixed)
+	boundary, ok := learn([][]item{c.window}, cfg, c.fixed)
 	if !ok {
 		return nil
 	}
@@ -436,15 +436,12 @@ func (c *Correlator) lastCounted(items []item) []item {
 	if c.cfg.NoLaunchCounts {
 		return items
 	}
-	i := 0
-	for i < len(items) && items[i].ev.Start < c.countedSince {
-		i++
-	}
+	items = startingAfter(items, c.countedSince)
 	j := len(items)
-	for c.countedUntil != 0 && j > i && items[j-1].ev.End > c.countedUntil {
+	for c.countedUntil != 0 && j > 0 && items[j-1].ev.End > c.countedUntil {
 		j--
 	}
-	return items[i:j]
+	return items[:j]
 }
 
 func (c *Correlator) emit(steps []Step) []Step {

@@ -34,11 +34,17 @@ func arms(k key, work uint32, data bool) bool {
 // event that follows one, and the intervals between those ends: the
 // kernels launched (other calls, byCalls) and the kinds of other calls.
 func dataCuts(toks []token, m matcher, byCalls bool) (ends []uint64, ivs []interval) {
-	pending, armed := false, false
+	pending, armed, open := false, false, false
 	var last uint64
 	work := 0
 	others := map[key]bool{}
 	for _, t := range toks {
+		if t.gap {
+			// The work in between is not known: no interval spans it.
+			pending, armed, open, work = false, false, false, 0
+			clear(others)
+			continue
+		}
 		match := m.match(t.k)
 		switch {
 		case byCalls && !match && !t.data:
@@ -53,11 +59,11 @@ func dataCuts(toks []token, m matcher, byCalls bool) (ends []uint64, ivs []inter
 			continue
 		}
 		if t.data && pending {
-			if len(ends) > 0 {
+			if open {
 				ivs = append(ivs, interval{work: work, sig: signature(others)})
 			}
 			ends = append(ends, last)
-			pending, armed, work = false, false, 0
+			pending, armed, open, work = false, false, true, 0
 			clear(others)
 			continue
 		}

@@ -30,6 +30,12 @@ type launchSampler struct {
 	// alone are sampled (cpuonly.go); its launch probes, once it loads
 	// CUDA, are attached at once.
 	cpuOnly bool
+	// learning: the process's steps are not found yet (LearnLaunches):
+	// each on phase is twice the last, its period with it, until they are.
+	learning bool
+	// ending: the sampler stops once the probes are attached (at once if
+	// they are): every launch is counted from then on.
+	ending bool
 }
 
 // Device-to-device copies at the driver are probed with the launches, part
@@ -117,19 +123,58 @@ func (m *Sampling) attachSampled(pid int, lp LibraryPlan) ([]link.Link, error) {
 	return attachPrograms(m.objs, pid, sampled, slices.Concat([]Program{ProgLaunch}, callPrograms)...)
 }
 
-// SampleLaunches starts counting pid's launches only on of every period;
-// on >= period keeps counting every launch. A process's launch probes are
-// attached in full until this is called for it: finding its step boundary
-// needs them, so one process of a job (an engine) finding its steps must
-// not thin out the launches of another (a rank still loading its model).
+// SampleLaunches starts counting pid's launches only on of every period
+// once its steps are found; on >= period counts every launch from then
+// on. A process's launch probes are attached in full until this or
+// LearnLaunches is called for it, so one process of a job (an engine)
+// finding its steps does not thin out the launches of another (a rank
+// still loading its model).
 func (m *Sampling) SampleLaunches(pid int, period, on time.Duration) {
+	if !m.cfg.Launches {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := m.targets[pid]
+	switch {
+	case t == nil:
+	case on >= period:
+		// Its boundary needs every launch (a device-to-device copy): a
+		// learning sampler ends with its launches attached.
+		if t.sampler.learning {
+			t.sampler.learning, t.sampler.ending = false, true
+		}
+	case t.sampler.learning:
+		// The phase it is in goes on; those after are the steady ones.
+		t.sampler.learning, t.sampler.period, t.sampler.on = false, period, on
+	default:
+		t.sampler = launchSampler{enabled: true, period: period, on: on, since: time.Now()}
+	}
+}
+
+// LearnLaunches counts pid's launches only on of every period while its
+// step boundary is still being learned, from now: the on phase it is in
+// (the probes have been attached since pid's first launch) ends at once.
+// Each cycle that passes without SampleLaunches doubles the phases, the
+// period with them, up to maxLaunchOn: a loop of steps longer than a
+// phase gets whole ones counted in a later one. On >= period keeps
+// every launch counted; so does a process already sampled.
+//
+// The boundary is found from the counted stretches (correlate's learn),
+// so what the learning costs is the duty the caller picks: on a
+// launch-bound loop (~100k launches a second, FACTS.md §3) every launch
+// probed costs ~6% of the step rate, for the seconds it took to find the
+// steps (issue 29: ~3 s an attach).
+func (m *Sampling) LearnLaunches(pid int, period, on time.Duration) {
 	if on >= period || !m.cfg.Launches {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if t := m.targets[pid]; t != nil {
-		t.sampler = launchSampler{enabled: true, period: period, on: on, since: time.Now()}
+	if t := m.targets[pid]; t != nil && !t.sampler.enabled {
+		now := time.Now()
+		t.sampler = launchSampler{enabled: true, learning: true, period: period, on: on, since: now.Add(-on)}
+		m.cfg.Log.Debug("launches counted part of the time while the steps are learned", "pid", pid, "on", on, "period", period)
 	}
 }
 
@@ -156,6 +201,13 @@ func (sp *launchSampler) fit(step time.Duration) bool {
 	sp.period = time.Duration(float64(sp.period) * float64(on) / float64(sp.on))
 	sp.on = on
 	return true
+}
+
+// grow doubles a learning sampler's phases, keeping its duty.
+func (sp *launchSampler) grow() {
+	on := min(2*sp.on, maxLaunchOn)
+	sp.period = time.Duration(float64(sp.period) * float64(on) / float64(sp.on))
+	sp.on = on
 }
 
 // FitLaunchPhases tells pid's launch sampling how long its steps take
@@ -188,7 +240,7 @@ func (m *Sampling) FitLaunchPhases(pid int, step time.Duration) {
 func (m *Sampling) SamplePythonWaits(pid int, keep []string, writes bool) bool {
 	m.mu.Lock()
 	t := m.targets[pid]
-	if t == nil || !t.sampler.enabled || t.sampler.waits || t.pyLinks == nil {
+	if t == nil || !t.sampler.enabled || t.sampler.ending || t.sampler.waits || t.pyLinks == nil {
 		m.mu.Unlock()
 		return false
 	}
@@ -387,11 +439,25 @@ func (m *Sampling) switchDue(now time.Time) []events.Event {
 		if sp.off {
 			phase = sp.period - sp.on
 		}
-		if !sp.enabled || t.exited || now.Sub(sp.since) < phase {
+		var sw switched
+		switch {
+		case sp.ending:
+			// Switched on for good, where they are off.
+			off := sp.off
+			*sp = launchSampler{}
+			if !off || t.exited {
+				continue
+			}
+			sw = switched{t: t}
+		case !sp.enabled || t.exited || now.Sub(sp.since) < phase:
 			continue
+		default:
+			sp.since, sp.off = now, !sp.off
+			if sp.learning && !sp.off {
+				sp.grow()
+			}
+			sw = switched{t: t, off: sp.off, waits: sp.waits}
 		}
-		sp.since, sp.off = now, !sp.off
-		sw := switched{t: t, off: sp.off, waits: sp.waits}
 		for _, l := range t.libs {
 			sw.libs = append(sw.libs, l)
 		}

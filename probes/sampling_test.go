@@ -210,3 +210,61 @@ func TestWarnUnlessExited(t *testing.T) {
 		t.Errorf("exited process: %q, want a debug line saying so", out)
 	}
 }
+
+// TestLearningSampler: while a process's steps are learned its launches
+// go off at once (the on phase was its first launches, measured), come
+// back after period-on with the phases doubled, the duty kept; the steady
+// cycle, told while learning, takes over from the phase in progress;
+// told every launch is to be counted, a sampler whose launches are off
+// switches them on for good.
+func TestLearningSampler(t *testing.T) {
+	m := &Sampling{core: &core{cfg: Config{Options: Options{Launches: true}, Log: slog.New(slog.DiscardHandler)}, targets: map[int]*target{}}}
+	tg := &target{pid: 1}
+	m.targets[1] = tg
+	switches := func(at time.Time) string {
+		var out []string
+		for _, e := range m.switchDue(at) {
+			out = append(out, map[uint64]string{0: "off", 1: "on"}[e.Out])
+		}
+		return strings.Join(out, ",")
+	}
+	m.LearnLaunches(1, 10*time.Second, time.Second)
+	start := tg.sampler.since.Add(time.Second)
+	if got := switches(start); got != "off" {
+		t.Fatalf("learning: %q at once, want off", got)
+	}
+	if got := switches(start.Add(8900 * time.Millisecond)); got != "" {
+		t.Errorf("0.1 s before the off phase ends: %q", got)
+	}
+	if got := switches(start.Add(9 * time.Second)); got != "on" || tg.sampler.on != 2*time.Second || tg.sampler.period != 20*time.Second {
+		t.Errorf("off phase over: %q, then %v in %v; want on, 2 s in 20 s", got, tg.sampler.on, tg.sampler.period)
+	}
+	m.LearnLaunches(1, time.Minute, time.Second) // learning already: nothing changes
+	if tg.sampler.period != 20*time.Second {
+		t.Errorf("told to learn again: period %v", tg.sampler.period)
+	}
+	m.SampleLaunches(1, 40*time.Second, time.Second)
+	if got := switches(start.Add(10 * time.Second)); got != "off" || tg.sampler.learning || tg.sampler.period != 40*time.Second {
+		t.Errorf("steady cycle told: %q after 1 s, learning %v, period %v; want off, the steady 40 s", got, tg.sampler.learning, tg.sampler.period)
+	}
+	if got := switches(start.Add(48900 * time.Millisecond)); got != "" {
+		t.Errorf("steady off phase: %q before its 39 s were over", got)
+	}
+
+	delete(m.targets, 1)
+	other := &target{pid: 2}
+	m.targets[2] = other
+	m.LearnLaunches(2, 10*time.Second, time.Second)
+	now := other.sampler.since.Add(time.Second)
+	switches(now)
+	if !other.sampler.off {
+		t.Fatal("learning: launches not off")
+	}
+	m.SampleLaunches(2, 0, 0)
+	if got := switches(now.Add(time.Millisecond)); got != "on" || other.sampler.enabled {
+		t.Errorf("every launch to be counted: %q, sampler %+v; want on for good", got, other.sampler)
+	}
+	if got := switches(now.Add(time.Hour)); got != "" {
+		t.Errorf("counted for good, then %q", got)
+	}
+}

@@ -33,6 +33,10 @@ type Summary struct {
 	// LaunchSampling says how launches were counted when not all were
 	// ("launches counted 1 s in every 10 s once steps were found").
 	LaunchSampling string
+	// LearnSampling says how launches were counted while the process's
+	// steps were learned, where not all were ("1s in every 32s, the
+	// phases doubling each cycle; ~238000 launches a second").
+	LearnSampling string
 	// RecordsNarrowed: once its steps were found, the process's event
 	// records were probed only at the RecordSites call sites whose events
 	// it reads, not at their functions (probes/recordsites.go).
@@ -135,6 +139,9 @@ func WriteSummary(w io.Writer, s Summary) {
 	})
 	if s.LaunchSampling != "" && launched(r) {
 		fmt.Fprintf(w, "launches counted %s: per-step launch figures are from those steps, kernel counts below are samples\n", s.LaunchSampling)
+	}
+	if s.LearnSampling != "" {
+		fmt.Fprintf(w, "launches counted %s while its steps were learned: probing every one would have cost more than the learning budget (--learn-budget)\n", s.LearnSampling)
 	}
 	switch {
 	case s.RecordsNarrowed && s.RecordSites == 0:

@@ -22,16 +22,17 @@ import (
 
 // profileFlags are the flags attach and run share.
 type profileFlags struct {
-	duration   time.Duration
-	jsonl      string
-	record     string
-	boundary   string
-	thread     uint32
-	noLaunches bool
-	launchDuty float64
-	noCalls    bool
-	noPython   bool
-	wholeGets  bool
+	duration    time.Duration
+	jsonl       string
+	record      string
+	boundary    string
+	thread      uint32
+	noLaunches  bool
+	launchDuty  float64
+	learnBudget float64
+	noCalls     bool
+	noPython    bool
+	wholeGets   bool
 	// recordSites: records probed at their readers' call sites once
 	// steps are found (probes/recordsites.go).
 	recordSites bool
@@ -65,6 +66,7 @@ func (f *profileFlags) register(fs *pflag.FlagSet) {
 	fs.Uint32Var(&f.thread, "step-thread", 0, "the thread whose steps to report (default: found)")
 	fs.BoolVar(&f.noLaunches, "no-launches", false, "do not count kernel launches (for launch-bound loops, where a probe on every launch costs several percent)")
 	fs.Float64Var(&f.launchDuty, "launch-duty", control.DefaultLaunchDuty, "once steps are found, count launches this fraction of the time, 1 s at a time or 2.5 steps where those are longer (1 s of every 40 at 0.025); 1 counts every launch, at ~0.5-0.7 µs a launch")
+	fs.Float64Var(&f.learnBudget, "learn-budget", control.DefaultLearnBudget, "until a process's steps are found, where probing every launch would cost it more than this fraction of its time (~0.7 µs a launch), count its launches only a share of the time that costs about this; 1 counts every launch")
 	fs.BoolVar(&f.noCalls, "no-calls", false, "do not probe CUDA calls (syncs, copies, events, memory); with --no-launches only the loader hook stays, for measuring gpuprof's own cost")
 	fs.BoolVar(&f.noPython, "no-python", false, "do not time Python lock waits (queue gets, events)")
 	fs.BoolVar(&f.wholeGets, "whole-gets", true, "time multiprocessing queue gets whole (uprobes on the C functions a get calls first and last: its lock and the unpickling; where those are not found, a hardware watchpoint, two debug traps a get), so that unpickling what was got, and rebuilding a shared tensor, counts as the wait; --whole-gets=false times only their blocking")
@@ -103,6 +105,7 @@ func (f *profileFlags) controlConfig(gpus *correlate.GPUs) control.Config {
 	cfg.Correlate = f.correlateConfig()
 	cfg.Correlate.GPUs = gpus
 	cfg.LaunchDuty = f.launchDuty
+	cfg.LearnBudget = f.learnBudget
 	cfg.RecordSites = f.recordSites
 	return cfg
 }
@@ -111,6 +114,9 @@ func (f *profileFlags) controlConfig(gpus *correlate.GPUs) control.Config {
 func openSession(f *profileFlags) (*probes.Session, error) {
 	if f.launchDuty < 0 || f.launchDuty > 1 {
 		return nil, usageErr("--launch-duty %g: give a fraction from 0 to 1", f.launchDuty)
+	}
+	if f.learnBudget < 0 || f.learnBudget > 1 {
+		return nil, usageErr("--learn-budget %g: give a fraction from 0 to 1", f.learnBudget)
 	}
 	var err error
 	if f.user, f.roles, err = userProbes(f.preset, f.probeSpecs); err != nil {

@@ -59,6 +59,7 @@ func writeSummaries(w io.Writer, sess *probes.Session, loop *control.Loop, attac
 		run := loop.Summary(pid)
 		s := report.Summary{Target: target, Attached: attached.Seconds(), Run: run, LaunchSampling: sampling,
 			Engine: correlate.EngineProcess(run)}
+		s.LearnSampling = loop.LearnSampling(pid)
 		s.RecordSites, s.RecordsNarrowed = sess.Records().Sites(int(pid))
 		s.Kernels = kernels(pid)
 		report.WriteSummary(w, s)

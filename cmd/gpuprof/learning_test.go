@@ -1,0 +1,70 @@
+package main
+
+import (
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuprof/gpuprof/internal/testenv"
+)
+
+// launchRuns is --probe-stats' count of launch probe runs.
+var launchRuns = regexp.MustCompile(`(?m)^\s+launch_entry\s+(\d+)\s`)
+
+// TestLearningThinsLaunches: in the first 10 s of an attach to a
+// launch-heavy loop (the demo trainer launching 400 kernels a step, no
+// engines), the launch probes run for at most a sixth of the launches
+// the loop made, and its steps are found all the same. With
+// --learn-budget 1 (every launch counted until the steps are found, as
+// before issue 29) the same attach probes more than that: the bound is
+// the learning's, not the loop's.
+func TestLearningThinsLaunches(t *testing.T) {
+	testenv.RequireRoot(t)
+	demo := testenv.StartDemo(t, "--steps", "10000000", "--kernels", "400", "--compute-ms", "1", "--data-ms", "0", "--engines", "0")
+	lines := func() int {
+		b, _ := os.ReadFile(demo.Truth)
+		return strings.Count(string(b), "\n")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for lines() < 20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the demo logged %d steps in 30 s", lines())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	share := func(budget string) (float64, int, string) {
+		steps := t.TempDir() + "/steps.jsonl"
+		before := lines()
+		r := gpuprof(t, "attach", "--pid", itoa(demo.PID()), "-d", "10s", "--probe-stats", "-q", "--learn-budget", budget, "--jsonl", steps)
+		logged := lines() - before
+		if r.code != 0 {
+			t.Fatalf("attach: %+v", r)
+		}
+		m := launchRuns.FindStringSubmatch(r.stdout)
+		if m == nil {
+			t.Fatalf("no launch probe runs in the summary:\n%s", r.stdout)
+		}
+		runs, _ := strconv.Atoi(m[1])
+		b, _ := os.ReadFile(steps)
+		found := strings.Count(string(b), "\n")
+		t.Logf("--learn-budget %s: %d launch probe runs for %d launches (%d steps logged, %d found)", budget, runs, 400*logged, logged, found)
+		return float64(runs) / float64(400*logged), found, r.stdout
+	}
+	thinned, found, out := share("0.005")
+	if thinned > 1.0/6 {
+		t.Errorf("launch probes ran for %.1f%% of the launches in the first 10 s; want at most a sixth", 100*thinned)
+	}
+	if found == 0 {
+		t.Errorf("no steps found with the learning thinned:\n%s", out)
+	}
+	if !strings.Contains(out, "while its steps were learned") {
+		t.Errorf("the summary does not say the launches were thinned while learning:\n%s", out)
+	}
+	every, _, _ := share("1")
+	if every <= 1.0/6 {
+		t.Errorf("with every launch counted while learning, launch probes ran for %.1f%% of the launches: the loop is not launch-heavy enough to tell", 100*every)
+	}
+}
