@@ -214,4 +214,3 @@ func TestReplayLearnsFromSampledLaunches(t *testing.T) {
 		t.Fatal("no trace's learning was thinned")
 	}
 }
-
