@@ -1,7 +1,7 @@
 """On the GPU host: a launch-bound training loop in real torch, logging its
 own truth (spec_pipeline.py's fields) for overhead.py --job.
 
-  python3 launchbound.py --out DIR [--seconds S]
+  python3 launchbound.py --out DIR [--seconds S] [--steps N]
 
 A 48-layer MLP of width 256 at batch 8, trained with Adam: each step is
 ~300 small kernels whose GPU time is a fraction of the CPU time that
@@ -16,6 +16,7 @@ import torch
 p = argparse.ArgumentParser()
 p.add_argument("--out", required=True)
 p.add_argument("--seconds", type=float, default=600)
+p.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: --seconds alone)")
 args = p.parse_args()
 
 gpu = torch.device("cuda")
@@ -29,7 +30,7 @@ begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timin
 stop = time.monotonic() + args.seconds
 with open(os.path.join(args.out, "truth.jsonl"), "w") as out:
     step = 0
-    while time.monotonic() < stop:
+    while time.monotonic() < stop and (args.steps <= 0 or step < args.steps):
         t0 = time.monotonic_ns()
         begin.record()
         loss = model(x).square().mean()

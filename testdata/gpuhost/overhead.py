@@ -72,9 +72,38 @@ files, --truth NAME the one (in that directory) whose steps are counted.
 gpuprof attaches to the command's process; give --children in the attach
 flags to follow the processes it starts (multi_pipeline.py's ranks and
 engine), whose CPU counts as the job's.
+
+A configuration whose flags are just "@torchprof" runs torch.profiler in
+the job for the window instead (torchprof.py: the job's python command is
+run under it, for every window, so that off windows run the same wrapper
+idle): SIGUSR1 to the job's process at the window's start, SIGUSR2 at its
+nominal end, and the window lasts until the wrapper says the stop (the
+trace's processing, on the job's main thread) is done (--tp-timeout).
+Its start and stop times and the events it kept are reported per window.
+--tp-last puts its windows after all the other configurations' alternations
+(off, A, off, B, ..., off, TP, off, TP, off): CUPTI, once started, stays
+in the process, and the windows before the first start are free of it.
+
+Besides "whole" (0.5 s in to 0.5 s before the nominal end) and "steady"
+(--learn s in), each ratio is given over the "full" window: from the
+window's start to the moment gpuprof exited (its attach, learning and
+detach) or torch.profiler's stop returned (its processing), the steps
+counted from the last one ending before the start to the first one ending
+after the end, so that a stall at either end counts.
+
+gpuprof's windows run it with --jsonl, GPUPROF_LOG=debug and a SIGINT at
+the window's nominal end (-d is only a backstop), and report: its peak
+RSS (VmHWM, polled while it runs), attach time (its start to the last
+"attached" line of its log: probes on the job's libraries), detach time
+(SIGINT to its exit; and the session's own, from its log), events lost
+(its summary), and its steps against the truth's (benchlib.py: matched as
+`gpuprof compare` does; the median absolute error of step_time, data_time
+and compute_time as % of the truth's median, and whether one to one).
+--save also holds all of that under "bench", for bench.py's table.
 """
 import argparse, bisect, json, os, shlex, signal, statistics, subprocess, sys, tempfile, time
 
+import benchlib
 from ovhstats import COVARIATES, adjusted_line, ci, fit, floor_pairs, pairs, pct
 
 ap = argparse.ArgumentParser()
@@ -93,6 +122,11 @@ ap.add_argument("--save", default="", help="write each configuration's steady on
 ap.add_argument("--learn", type=float, default=3.0, help="seconds of each on window left out of 'steady' (gpuprof finding the steps)")
 ap.add_argument("--witness", default="", help="a command ({out}: a file) writing a line a piece of fixed CPU work, "
                 "its first field the piece's end in monotonic ns (witness.c): a covariate gpuprof cannot move")
+ap.add_argument("--torchprof", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "torchprof.py"),
+                help="the wrapper that @torchprof runs the job under")
+ap.add_argument("--tp-timeout", type=float, default=120, help="seconds a torch.profiler stop may take (a start: 30 at most)")
+ap.add_argument("--tp-last", action="store_true", help="run the @torchprof windows after all the others' alternations: "
+                "once started, CUPTI stays in the process, so the windows before any start are free of it")
 ap.add_argument("--logs", default="", help="keep each on window's gpuprof log (GPUPROF_LOG=debug) and summary in this directory")
 args, extra = ap.parse_known_args()
 configs = [(c.split("=", 1)[0], c.split("=", 1)[1].split() if "=" in c else []) for c in args.config]
@@ -114,6 +148,18 @@ if args.job:
 else:
     job = [sys.executable, os.path.join(args.workload, "spec_pipeline.py"), "--mode", args.mode,
            "--steps", str(steps), "--truth", truth, "--start-delay", "0"]
+TP = any(f == ["@torchprof"] for _, f in configs)
+tp_status = os.path.join(tmp, "torchprof.status")
+if TP:
+    # python [options] SCRIPT ARGS -> python [options] torchprof.py --status F SCRIPT ARGS
+    i = 1
+    while i < len(job) and job[i].startswith("-"):
+        if job[i] in ("-m", "-c"):
+            sys.exit("@torchprof runs a script file: not python -m or -c")
+        i += 1
+    if not os.path.basename(job[0]).startswith("python") or i >= len(job):
+        sys.exit(f"@torchprof needs a job run as `python SCRIPT ...`: {' '.join(job)}")
+    job = job[:i] + [args.torchprof, "--status", tp_status] + job[i:]
 witness_file = os.path.join(tmp, "witness.txt")
 witness = subprocess.Popen(shlex.split(args.witness.replace("{out}", witness_file)), start_new_session=True) if args.witness else None
 # Its own process group: the processes it starts end with it.
@@ -282,12 +328,70 @@ thread_samples = []  # each window's thread_times(truth process) at the same two
 logger = truth_proc()
 
 
+gp_windows = []  # per gpuprof window: what it says of itself (bench)
+tp_windows = []  # per torchprof window: its start and stop
+current = None  # the gpuprof running now, for a Stop to end
+
+
+class Poller:
+    """Sleeps in slices, reading a process's peak RSS (VmHWM) as it goes:
+    the last value read before it exits is its peak."""
+    def __init__(self, pid):
+        self.pid, self.hwm = pid, None
+
+    def read(self):
+        if self.pid is not None:
+            v = benchlib.vm_hwm_kib(self.pid)
+            if v is not None:
+                self.hwm = v
+
+    def until(self, t):
+        while True:
+            self.read()
+            left = t - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, 0.1))
+
+
+def tp_lines():
+    try:
+        with open(tp_status) as f:
+            return [l.split() for l in f]
+    except OSError:
+        return []
+
+
+def tp_signal(sig, want, timeout):
+    """Signal the job's process (torchprof.py) and wait for its status line
+    of kind want: (the line's fields, or None by the timeout)."""
+    n = len(tp_lines())
+    os.kill(pipe.pid, sig)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and pipe.poll() is None:
+        got = tp_lines()[n:]
+        for l in got:
+            if l[0] in (want, "error"):
+                return l
+        time.sleep(0.02)
+    return None
+
+
 def window(name, flags):
+    global current
     secs_ = secs if flags is not None else off_secs
     t0, c0, g0 = time.monotonic_ns(), job_cpu(), children_cpu()
     r = None
+    poll = Poller(None)
+    gp = tp = None
     if flags == ["@idle"]:
         r = subprocess.Popen(pin_gpuprof + ["sleep", str(secs_)])
+    elif flags == ["@torchprof"]:
+        tp = dict(index=len(spans), name=name, t0=t0)
+        l = tp_signal(signal.SIGUSR1, "started", min(30, args.tp_timeout))
+        tp["start_s"] = (int(l[2]) - t0) / 1e9 if l and l[0] == "started" else float("nan")
+        if not l or l[0] != "started":
+            print(f"{name}: torch.profiler did not start: {l}", file=sys.stderr, flush=True)
     elif flags is not None:
         target = ["--pid", str(pipe.pid)]
         if "@ranks" in flags:
@@ -296,41 +400,84 @@ def window(name, flags):
             flags = [f for f in flags if f != "@ranks"]
         binary = next((f.removeprefix("@bin=") for f in flags if f.startswith("@bin=")), args.gpuprof)
         flags = [f for f in flags if not f.startswith("@bin=")]
-        cmd = pin_gpuprof + [binary, "attach"] + target + ["-d", f"{secs_}s", "-q"] + flags
-        if args.logs:
-            base = os.path.join(args.logs, f"w{len(spans) + 1:03d}-{name}")
-            with open(base + ".out", "w") as out, open(base + ".log", "w") as log:
-                r = subprocess.Popen(cmd, stdout=out, stderr=log, text=True, env=dict(os.environ, GPUPROF_LOG="debug"))
-        else:
-            r = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        # -d a backstop: the window ends it with a SIGINT at its nominal
+        # end, so that the detach is timed from there.
+        base = os.path.join(args.logs or tmp, f"w{len(spans) + 1:03d}-{name}")
+        cmd = pin_gpuprof + [binary, "attach"] + target + ["-d", f"{secs_ + 120:g}s", "-q", "--jsonl", base + ".jsonl"] + flags
+        gp = dict(index=len(spans), name=name, t0=t0, jsonl=base + ".jsonl", out=base + ".out", log=base + ".log",
+                  wall0=time.time())
+        with open(base + ".out", "w") as out, open(base + ".log", "w") as log:
+            r = subprocess.Popen(cmd, stdout=out, stderr=log, text=True, env=dict(os.environ, GPUPROF_LOG="debug"))
+        current = r
+        poll = Poller(r.pid)
     # The truth process's CPU and switches over the steady part of the
     # window: from --learn s in (an off window: 0.5 s) to 0.5 s before its end.
     samples, steal, threads = [], [], []
     for at in (LEARN if flags is not None else 0.5, secs_ - 0.5):
-        time.sleep(max(0.0, t0 / 1e9 + at - time.monotonic_ns() / 1e9))
+        poll.until(t0 / 1e9 + at)
         samples.append(proc_cpu(logger))
         steal.append(job_steal())
         threads.append(thread_times(logger) if logger is not None else {})
     steals.append(steal)
     thread_samples.append(threads[-2:])
-    if r is None:
+    b = None
+    if tp is not None:
+        poll.until(t0 / 1e9 + secs_)
+        tp["sent"] = time.monotonic_ns()
+        l = tp_signal(signal.SIGUSR2, "stopped", args.tp_timeout)
+        if l and l[0] == "stopped":
+            # The window ends as the stop returns, its events counted.
+            b = int(l[3])  # stopped T_SIGNAL T_STOPPED T_DONE EVENTS
+            tp.update(stop_s=(b - tp["sent"]) / 1e9, stop_call_s=(int(l[2]) - tp["sent"]) / 1e9, events=int(l[4]))
+        else:
+            print(f"{name}: torch.profiler did not stop within {args.tp_timeout:g} s: {l}", file=sys.stderr, flush=True)
+            tp.update(stop_s=float("nan"), stop_call_s=float("nan"), events=None)
+    elif gp is not None:
+        poll.until(t0 / 1e9 + secs_)
+        gp["sigint"] = time.monotonic_ns()
+        if r.poll() is None:
+            r.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + 60
+        while r.poll() is None and time.monotonic() < deadline:
+            poll.read()
+            time.sleep(0.02)
+        if r.poll() is None:
+            r.kill()
+        r.wait()
+        current = None
+        gp.update(exit=time.monotonic_ns(), rc=r.returncode, hwm_kib=poll.hwm)
+        if r.returncode != 0:
+            # Say why, and go on: one failed window is not the whole run.
+            try:
+                err = open(gp["log"], errors="replace").read()
+            except OSError:
+                err = ""
+            print(f"{name}: exit {r.returncode}: {err.strip()[-400:]}", file=sys.stderr, flush=True)
+    elif r is None:
         time.sleep(max(0.0, t0 / 1e9 + secs_ - time.monotonic_ns() / 1e9))
     else:
         _, err = r.communicate()
         if r.returncode != 0:
-            # Say why, and go on: one failed window is not the whole run.
             print(f"{name}: exit {r.returncode}: {(err or '').strip()[-400:]}", file=sys.stderr, flush=True)
     c1 = job_cpu()
-    spans.append((name, t0, time.monotonic_ns(), (c1[0] - c0[0], c1[1] - c0[1], c1[2] - c0[2]), children_cpu() - g0, samples))
+    b = b or time.monotonic_ns()
+    spans.append((name, t0, b, (c1[0] - c0[0], c1[1] - c0[1], c1[2] - c0[2]), children_cpu() - g0, samples))
+    if gp is not None:
+        gp["cpu_s"] = spans[-1][4]
+        gp_windows.append(gp)
+    if tp is not None:
+        tp_windows.append(tp)
     ends.append(t0 + int(secs_ * 1e9))
     print(f"window {len(spans)}/{windows} ({name}) done", file=sys.stderr, flush=True)
 
 
 try:
-    for i in range(args.alternations):
-        for name, flags in configs:
-            window("off", None)
-            window(name, flags)
+    last = [c for c in configs if c[1] == ["@torchprof"]] if args.tp_last else []
+    for group in ([c for c in configs if c not in last], last):
+        for i in range(args.alternations if group else 0):
+            for name, flags in group:
+                window("off", None)
+                window(name, flags)
     window("off", None)
 except Stop:
     print(f"stopped after {len(spans)} of {windows} windows: measuring those", file=sys.stderr, flush=True)
@@ -339,6 +486,12 @@ except Stop:
         ends.pop()
         steals.pop()
         thread_samples.pop()
+    if current is not None and current.poll() is None:
+        current.send_signal(signal.SIGINT)
+        try:
+            current.wait(10)
+        except subprocess.TimeoutExpired:
+            current.kill()
 finally:
     for p in (pipe, witness):
         if p:
@@ -405,6 +558,26 @@ def measure(skip_on):
     return stats
 
 
+def measure_full():
+    """Each window from its start to its end (gpuprof's exit, the stop of
+    torch.profiler returning): the steps from the last one ending before
+    the start to the first one ending at or after the end, over the time
+    between those two ends, so that a stall at either end (an attach, a
+    stop's processing) counts in the window it falls in. measure()'s
+    shape, the rate alone."""
+    ends_ = sorted(r["t_end_ns"] for r in rows if "t_end_ns" in r)
+    stats = []
+    nan = float("nan")
+    for (name, a, b, *_) in spans:
+        i = bisect.bisect_left(ends_, a) - 1
+        j = bisect.bisect_left(ends_, b)
+        if j == len(ends_):
+            j -= 1  # the last window: the job was ended with it
+        rate = (j - i) / ((ends_[j] - ends_[i]) / 1e9) if i >= 0 and j < len(ends_) and j > i else nan
+        stats.append((name, rate, nan, {}, nan, nan, nan))
+    return stats
+
+
 def on_off(stats, name, value):
     """Each of name's windows against the mean of the "off" windows on
     either side: (ratio, difference) of value(window), where all three
@@ -439,6 +612,7 @@ def print_floor(stats, col, what):
     if len(null) >= 3:
         lo, hi = ci(null)
         print(f"  noise floor{what} (off vs off): median {pct(statistics.median(null))}, 95% CI {pct(lo)}..{pct(hi)}")
+    return null
 
 
 for (name, a, b, (user, sys_, switches), own, _), (_, rate, st, *_, avail) in zip(spans, measure(0.5)):
@@ -447,16 +621,18 @@ for (name, a, b, (user, sys_, switches), own, _), (_, rate, st, *_, avail) in zi
     print(f"{name:>10s} {rate:8.2f} steps/s  median step_time {st * 1e3:7.3f} ms  "
           f"job cpu user {user / wall:5.2f} sys {sys_ / wall:5.2f} cores  {switches / wall:8.0f} switches/s  "
           f"steal {(1 - avail) * 100:5.2f}%{gp}")
-detach = [(b - end) / 1e9 for (name, a, b, *_), end in zip(spans, ends) if name != "off"]
+KIND = {n: ("idle" if f == ["@idle"] else "torchprof" if f == ["@torchprof"] else "gpuprof") for n, f in configs}
+detach = [(b - end) / 1e9 for (name, a, b, *_), end in zip(spans, ends) if KIND.get(name) == "gpuprof"]
 if detach:
     print(f"gpuprof exited {statistics.median(detach):.2f} s after an on window's end (median; max {max(detach):.2f} s): "
           f"its attach and detach, not measured")
 saved = {}
+bench = {"ratios": {}, "vs_idle": {}, "floor": {}, "kind": KIND, "seconds": secs, "off_seconds": off_secs}
 steady_periods = []
-for label, skip in (("whole", 0.5), ("steady", LEARN)):
-    if secs - skip < 1.5:
+for label, skip in (("whole", 0.5), ("steady", LEARN), ("full", 0)):
+    if label != "full" and secs - skip < 1.5:
         continue
-    stats = measure(skip)
+    stats = measure_full() if label == "full" else measure(skip)
     # Each window's period, mean compute time and witness period, for the
     # fits at equal compute time and witness speed (ovhstats.py).
     periods = [(w[0], 1 / w[1] if w[1] > 0 else float("nan"), w[4], w[5], w[6]) for w in stats]
@@ -471,6 +647,7 @@ for label, skip in (("whole", 0.5), ("steady", LEARN)):
         print(f"mode {args.mode} {name} [{label}]: step rate on/off {r:.4f} ({pct(r)}, 95% CI {pct(lo)}..{pct(hi)}, "
               f"mean {pct(statistics.mean(rr))}, n={len(rr)}); step_time on/off {s:.4f} ({pct(s)})")
         print(f"  each {' '.join(pct(x) for x in rr)}")
+        bench["ratios"].setdefault(label, {})[name] = rr
         if label == "steady":
             # Where a slower step's time went: each field of the truth log
             # on/off, and by how much in ms (the period is the step rate's
@@ -512,11 +689,12 @@ for label, skip in (("whole", 0.5), ("steady", LEARN)):
             if not rel:
                 continue
             lo, hi = ci(rel)
+            bench["vs_idle"].setdefault(label, {})[name] = rel
             print(f"mode {args.mode} {name} vs {control} [{label}]: {pct(statistics.median(rel))} "
                   f"(95% CI {pct(lo)}..{pct(hi)}, mean {pct(statistics.mean(rel))}, n={len(rel)})")
     # The same statistic between "off" windows (each against its "off"
     # neighbours two windows away) is the noise floor of this run.
-    print_floor(stats, 1, "")
+    bench["floor"][label] = print_floor(stats, 1, "")
 
 
 def per_step():
@@ -637,9 +815,52 @@ for name, flags in configs:
         if prof:
             print(f"{name}: the same at equal {what} (slope {f[1]:.2f}): " +
                   " ".join(f"{t:.0f}s {pct(x)}" for t, x, _ in prof))
+def gp_report():
+    """What each gpuprof window says of itself, and its steps against the
+    truth's; each torch.profiler window's start and stop. Into bench."""
+    gps, pooled = [], {}
+    for w in gp_windows:
+        if w["index"] >= len(spans):
+            continue  # stopped: not measured
+        end_wall = w["wall0"] + (w["sigint"] - w["t0"]) / 1e9
+        first, last, took = benchlib.log_times(w["log"], before=end_wall)
+        ev = benchlib.events(w["out"])
+        ours = benchlib.read_jsonl(w["jsonl"])
+        cmp_, fp = benchlib.compare(rows, ours)
+        for f in fp:
+            pooled.setdefault(w["name"], {}).setdefault(f, []).extend(fp[f])
+        wall = (w["exit"] - w["t0"]) / 1e9
+        first_step = min((o["t_end_ns"] for o in ours), default=None)
+        g = dict(name=w["name"], index=w["index"], rc=w["rc"], cpu_pct=100 * w["cpu_s"] / wall if wall > 0 else None,
+                 rss_mib=w["hwm_kib"] / 1024 if w["hwm_kib"] else None,
+                 attach_s=last - w["wall0"] if last else None,
+                 first_attached_s=first - w["wall0"] if first else None,
+                 first_step_s=(first_step - w["t0"]) / 1e9 if first_step else None,
+                 detach_s=(w["exit"] - w["sigint"]) / 1e9, session_detach_s=took,
+                 delivered=ev[0] if ev else None, lost=ev[1] if ev else None, compare=cmp_)
+        gps.append(g)
+        f = cmp_["fields"]
+        fmt = lambda v, u="": "-" if v is None else f"{v:.2f}{u}"
+        print(f"  gpuprof window {w['index'] + 1} ({w['name']}): exit {w['rc']}, cpu {fmt(g['cpu_pct'], '%')}, "
+              f"peak RSS {fmt(g['rss_mib'], ' MiB')}, attach {fmt(g['attach_s'], ' s')} "
+              f"(first step {fmt(g['first_step_s'], ' s')}), detach {fmt(g['detach_s'], ' s')} "
+              f"(session {fmt(took, ' s')}), events {ev[0] if ev else '-'} delivered {ev[1] if ev else '-'} lost; "
+              f"steps {cmp_['ours']}, matched {cmp_['matched']} of {cmp_['truth_in_span']} truth, one to one {cmp_['one_to_one']}; " +
+              ", ".join(f"{k} err {v['abs_err_pct']:.1f}% (medians {v['med_diff_pct']:+.1f}%)" for k, v in f.items()))
+    tps = [w for w in tp_windows if w["index"] < len(spans)]
+    for w in tps:
+        print(f"  torch.profiler window {w['index'] + 1} ({w['name']}): start {w['start_s']:.2f} s, "
+              f"stop {w['stop_s']:.2f} s (the stop call {w['stop_call_s']:.2f} s), {w['events']} events")
+    return dict(gpuprof=gps, torchprof=[{k: v for k, v in w.items() if k != "t0"} for w in tps],
+                fields_pooled={n: benchlib.field_errors(fp) for n, fp in pooled.items()})
+
+
+if gp_windows or tp_windows:
+    print("each on window, as the profiler saw it:")
+    bench.update(gp_report())
 if args.save:
     with open(args.save, "w") as f:
-        json.dump({"mode": args.mode, "seconds": secs, "off_seconds": off_secs, "learn": LEARN, "configs": saved,
+        json.dump({"mode": args.mode, "bench": bench, "seconds": secs, "off_seconds": off_secs, "learn": LEARN, "configs": saved,
                    # Enough to measure the run again another way: each
                    # window's name, start, end and nominal end, and the
                    # end of each step logged.

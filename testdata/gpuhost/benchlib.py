@@ -1,0 +1,178 @@
+"""Pieces shared by overhead.py and bench.py: lining gpuprof's --jsonl steps
+up with a job's truth log (as validate.Align and validate.Compare do, in
+Go: `gpuprof compare`), and reading what gpuprof says of itself (its
+summary's events lost, its debug log's attach and detach, its peak RSS).
+"""
+import bisect, datetime, json, re, statistics
+
+FIELDS = ("step_time", "data_time", "compute_time")
+
+
+def read_jsonl(path):
+    out = []
+    try:
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if line:
+                    try:
+                        out.append(json.loads(line))
+                    except ValueError:
+                        pass  # a line cut by a kill
+    except OSError:
+        pass
+    return out
+
+
+def _within(truth, ours):
+    """Our steps ending inside the truth's span (its first start to its last
+    end, with half a step of slack), as validate.within."""
+    starts = [t["t_start_ns"] for t in truth if t.get("t_start_ns")]
+    if not truth or not starts:
+        return ours
+    first = min(starts)
+    last = max(truth, key=lambda t: t["t_end_ns"])
+    hi = last["t_end_ns"] + (last["t_end_ns"] - last.get("t_start_ns", last["t_end_ns"])) / 2
+    return [o for o in ours if first <= o["t_end_ns"] <= hi]
+
+
+def align(truth, ours):
+    """(truth, ours) pairs: each of our steps with the unused truth step
+    whose end is nearest to its end, within half that step's length
+    (validate.Align); and whether the match is one to one (every step of
+    ours matched, the truth steps matched consecutive)."""
+    ours = _within(truth, sorted(ours, key=lambda o: o["t_end_ns"]))
+    t = sorted(truth, key=lambda r: r["t_end_ns"])
+    ends = [r["t_end_ns"] for r in t]
+    used = [False] * len(t)
+    out = []
+    for o in ours:
+        i = bisect.bisect_left(ends, o["t_end_ns"])
+        best = None
+        for j in (i - 1, i):
+            if 0 <= j < len(t) and not used[j]:
+                if best is None or abs(ends[j] - o["t_end_ns"]) < abs(ends[best] - o["t_end_ns"]):
+                    best = j
+        if best is None:
+            continue
+        s = t[best].get("t_start_ns", 0)
+        length = ends[best] - s if 0 < s <= ends[best] else o["t_end_ns"] - o.get("t_start_ns", o["t_end_ns"])
+        if abs(ends[best] - o["t_end_ns"]) <= length / 2:
+            used[best] = True
+            out.append((t[best], o))
+    one = len(out) == len(ours) and len(out) > 0 and all(
+        b[0].get("step", 0) == a[0].get("step", 0) + 1 for a, b in zip(out, out[1:]))
+    return out, len(ours), one
+
+
+def field_pairs(pairs, skip=5):
+    """{field: [(truth, ours)]} over matched steps numbered skip or later."""
+    out = {f: [] for f in FIELDS}
+    for t, o in pairs:
+        if t.get("step", skip) < skip:
+            continue
+        for f in FIELDS:
+            a, b = t.get(f), o.get(f)
+            if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+                out[f].append((a, b))
+    return out
+
+
+def field_errors(fp):
+    """{field: {n, truth median, ours median, median |ours - truth| as % of
+    the truth's median, the medians' difference as % of it}}."""
+    out = {}
+    for f, xs in fp.items():
+        if not xs:
+            continue
+        mt = statistics.median(a for a, _ in xs)
+        mo = statistics.median(b for _, b in xs)
+        err = statistics.median(abs(b - a) for a, b in xs)
+        out[f] = dict(n=len(xs), truth=mt, ours=mo,
+                      abs_err_pct=100 * err / mt if mt > 0 else float("nan"),
+                      med_diff_pct=100 * (mo - mt) / mt if mt > 0 else float("nan"))
+    return out
+
+
+def compare(truth, ours):
+    """One run's or window's comparison: counts and field errors."""
+    pairs, n, one = align(truth, ours)
+    # The truth's steps from the first matched to the last: a step of
+    # ours that merged two leaves one of them unmatched in there.
+    lo = min((t["t_end_ns"] for t, _ in pairs), default=0)
+    hi = max((t["t_end_ns"] for t, _ in pairs), default=-1)
+    span = sum(1 for t in truth if lo <= t["t_end_ns"] <= hi)
+    fp = field_pairs(pairs)
+    return dict(ours=n, matched=len(pairs), one_to_one=one, truth_in_span=span,
+                fields=field_errors(fp)), fp
+
+
+LOST = re.compile(r"events: (\d+) delivered, (\d+) lost")
+
+
+def events(summary_path):
+    """(delivered, lost) from gpuprof's summary; None where it has none."""
+    try:
+        with open(summary_path) as f:
+            m = LOST.findall(f.read())
+    except OSError:
+        return None
+    if not m:
+        return None
+    return sum(int(a) for a, _ in m), sum(int(b) for _, b in m)
+
+
+TIME = re.compile(r"^time=(\S+) ")
+TOOK = re.compile(r"took=([0-9.]+)(ns|µs|us|ms|s)\b")
+UNIT = {"ns": 1e-9, "µs": 1e-6, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def log_times(log_path, before=None):
+    """From gpuprof's GPUPROF_LOG=debug log: the wall time (epoch s) of its
+    first and last "attached" line (probes attached to a file of the
+    process), those before `before` (epoch s) alone, and the session's
+    own detach time (its "detached ... took=")."""
+    first = last = took = None
+    try:
+        f = open(log_path, errors="replace")
+    except OSError:
+        return first, last, took
+    with f:
+        for line in f:
+            m = TIME.match(line)
+            if not m:
+                continue
+            try:
+                t = datetime.datetime.fromisoformat(m.group(1).replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                continue
+            if " msg=attached " in line and (before is None or t < before):
+                first = t if first is None else first
+                last = t
+            elif " msg=detached " in line:
+                k = TOOK.search(line)
+                if k:
+                    took = float(k.group(1)) * UNIT[k.group(2)]
+    return first, last, took
+
+
+def vm_hwm_kib(pid):
+    """A process's peak resident set (VmHWM, KiB); None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def self_cpu(pid, tick):
+    """A process's own user + system CPU seconds (not its children's)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / tick
+    except (OSError, IndexError, ValueError):
+        return None
