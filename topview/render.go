@@ -194,7 +194,7 @@ func launchesText(s correlate.Step) string {
 	switch {
 	case !s.LaunchesCounted:
 		return "-"
-	case s.GraphKernelsKnown:
+	case s.GraphKernelsKnown || s.GraphLaunches == 0:
 		return fmt.Sprint(s.Launches + s.GraphKernels)
 	case s.Launches == 0:
 		return fmt.Sprintf("%dg", s.GraphLaunches)
