@@ -811,6 +811,20 @@ int launch_entry(struct pt_regs *ctx)
 	if (!ts->launch_first_ns)
 		ts->launch_first_ns = now;
 	ts->launch_last_ns = now;
+	if (COOKIE_GRAPH(cookie)) {
+		// A graph launch is also an event of its own, carrying its
+		// count: which graph exec (args[0]) it replays tells the
+		// correlator how many kernels it ran (correlate/graphs.go). A
+		// graph replaces many launches, so this is rare.
+		struct event *e = reserve_call(ts, cookie, now, now);
+		if (e) {
+			e->args[0] = PT_REGS_PARM1(ctx);
+			e->args[1] = PT_REGS_PARM2(ctx);
+			e->args[2] = e->args[3] = e->args[4] = 0;
+			e->ret = 0;
+			bpf_ringbuf_submit(e, ringbuf_flags());
+		}
+	}
 
 	struct kernel_key key = {.pid = bpf_get_current_pid_tgid() >> 32};
 	// Load both registers before choosing: the verifier rejects a load

@@ -152,7 +152,7 @@ func (b *builder) add(it *item) []Step {
 	if e.TID != b.boundary.TID {
 		// Launches ride on a thread's next call, so they land in the step
 		// in which that call returns.
-		b.others += int(e.Launches + e.GraphLaunches)
+		b.others += int(e.Launches - it.captured + e.GraphLaunches)
 		return nil
 	}
 	if it.isWait || e.Kind == events.KindWrite {

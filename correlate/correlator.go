@@ -87,6 +87,12 @@ type item struct {
 	what   string      // what the wait waited in
 	gil    uint64      // of which taking the GIL back after it
 	role   events.Role // for a user probe
+	// For a call (graphs.go): the launches it carries that a stream
+	// capture took (no kernel ran), or for a graph launch the kernels the
+	// graph ran, graphKnown 1 where that is known.
+	captured     uint32
+	graphKernels uint64
+	graphKnown   uint32
 }
 
 type record struct{ start, end uint64 }
@@ -128,6 +134,7 @@ type Correlator struct {
 	records map[handle]record // event handle -> its last record call
 	allocs  map[handle]uint64 // pointer -> bytes
 	names   map[handle]string // kernel handle -> name
+	graphs  graphs            // CUDA graphs captured while attached
 	sum     summaryAcc
 }
 
@@ -142,7 +149,7 @@ func New(cfg Config) (*Correlator, error) {
 	c := &Correlator{cfg: cfg, records: map[handle]record{}, allocs: map[handle]uint64{},
 		names: map[handle]string{}, sum: newSummaryAcc(), counted: !cfg.NoLaunchCounts,
 		engines: map[uint64]*engineThread{}, candidates: map[uint64]bool{}, pools: newPools(),
-		gets: newWholeGets(cfg.User)}
+		gets: newWholeGets(cfg.User), graphs: newGraphs()}
 	if cfg.Boundary != "" {
 		m, err := parseBoundary(cfg.Boundary)
 		if err != nil {
@@ -217,6 +224,7 @@ func (c *Correlator) Add(e *events.Event) []Step {
 		return nil
 	case events.KindLaunchProbes:
 		c.counted, c.waitsGated = e.Out == 1, e.Args[0] == 1
+		c.graphs.launchProbes(c.counted)
 		if c.counted {
 			c.countedSince, c.countedUntil = e.End, 0
 		} else if c.countedUntil == 0 {
@@ -291,6 +299,7 @@ func (c *Correlator) Add(e *events.Event) []Step {
 		it.freed = c.allocs[h]
 		delete(c.allocs, h)
 	}
+	c.graphs.note(&it, c.counted)
 	if c.b != nil {
 		steps := c.b.add(&it)
 		c.toEngine(&it)

@@ -19,6 +19,7 @@ func (b *builder) measure() Step {
 	var toks []phaseToken
 	var launchStarts, probeStarts, launchEnds, probeEnds []uint64
 	var firstLaunch, lastSyncAfter, firstCall, computeStart uint64
+	graphKnown := 0 // graph launches whose kernels are known
 	for i := range b.cur {
 		it := &b.cur[i]
 		e := &it.ev
@@ -62,8 +63,11 @@ func (b *builder) measure() Step {
 			firstCall = e.Start
 		}
 		a := e.Desc()
-		s.Launches += int(e.Launches)
+		s.Launches += int(e.Launches - it.captured)
+		s.CapturedLaunches += int(it.captured)
 		s.GraphLaunches += int(e.GraphLaunches)
+		s.GraphKernels += int(it.graphKernels)
+		graphKnown += int(it.graphKnown)
 		if e.Launches+e.GraphLaunches > 0 {
 			launchStarts, launchEnds = append(launchStarts, e.LaunchFirst), append(launchEnds, e.LaunchLast)
 			if firstLaunch == 0 || e.LaunchFirst < firstLaunch {
@@ -94,6 +98,7 @@ func (b *builder) measure() Step {
 			}
 		}
 	}
+	s.GraphKernelsKnown = s.LaunchesCounted && graphKnown == s.GraphLaunches
 	b.measurePool(&s, b.poolRead())
 	s.Readings = len(readings)
 	switch {

@@ -105,6 +105,15 @@ type Step struct {
 	LaunchesCounted bool `json:"launches_counted"`
 	Launches        int  `json:"launches"`
 	GraphLaunches   int  `json:"graph_launches"`
+	// GraphKernels are the kernels the step's graph launches ran, known
+	// (GraphKernelsKnown) where every one replayed a graph captured while
+	// launches were counted (graphs.go): the kernels the step ran are
+	// Launches + GraphKernels.
+	GraphKernels      int  `json:"graph_kernels"`
+	GraphKernelsKnown bool `json:"-"`
+	// CapturedLaunches are launches made while the thread captured a
+	// CUDA graph: recorded into it, not run, so not in Launches.
+	CapturedLaunches int `json:"captured_launches,omitempty"`
 	// OtherLaunches are kernels other threads of the process launched
 	// meanwhile: PyTorch's autograd thread runs the backward pass, for one,
 	// and inference engine threads their own work.

@@ -85,13 +85,22 @@ type Summary struct {
 	ComputeSource ComputeSource // the most common source
 	SyncTime      Dist
 	Launches      Dist
-	H2DBytes      Dist
-	D2HBytes      Dist
-	Threads       []ThreadTotals // most launches first
-	GPU           GPUSteps       // the steps' GPU state, where sampled (NVML)
-	FirstNS       uint64
-	LastNS        uint64
-	Events        uint64
+	// Of the steps whose launches were counted and that launched CUDA
+	// graphs: the graph launches a step, the kernels they ran where known
+	// (Step.GraphKernels), and how many steps' were not known.
+	GraphLaunches Dist
+	GraphKernels  Dist
+	GraphUnknown  int
+	// CapturedLaunches are the launches recorded into CUDA graphs by
+	// stream capture, over the counted steps.
+	CapturedLaunches int
+	H2DBytes         Dist
+	D2HBytes         Dist
+	Threads          []ThreadTotals // most launches first
+	GPU              GPUSteps       // the steps' GPU state, where sampled (NVML)
+	FirstNS          uint64
+	LastNS           uint64
+	Events           uint64
 }
 
 type waitKey struct {
@@ -123,6 +132,10 @@ type summaryAcc struct {
 	computeT    []float64
 	syncT       []float64
 	launches    []float64
+	graphL      []float64 // graph launches, in counted steps with any
+	graphK      []float64 // their kernels, where known
+	graphUnk    int
+	captured    int
 	h2d, d2h    []float64
 	sources     map[ComputeSource]int
 	gpu         gpuStepsAcc
@@ -252,6 +265,15 @@ func (s *summaryAcc) addStep(st *Step) {
 	s.syncT = append(s.syncT, st.SyncTime)
 	if st.LaunchesCounted {
 		s.launches = append(s.launches, float64(st.Launches+st.GraphLaunches))
+		s.captured += st.CapturedLaunches
+		if st.GraphLaunches > 0 {
+			s.graphL = append(s.graphL, float64(st.GraphLaunches))
+			if st.GraphKernelsKnown {
+				s.graphK = append(s.graphK, float64(st.GraphKernels))
+			} else {
+				s.graphUnk++
+			}
+		}
 	}
 	s.h2d = append(s.h2d, float64(st.H2DBytes))
 	s.d2h = append(s.d2h, float64(st.D2HBytes))
@@ -282,6 +304,8 @@ func (s *summaryAcc) stepSummary() Summary {
 		D2HBytes: dist(s.d2h), FirstNS: s.first, LastNS: s.last, Events: s.events}
 	out.WallTime, out.DispatchWait, out.DataTime = dist(s.wallT), dist(s.dispatch), dist(s.dataT)
 	out.DataEstimated = s.dataEst
+	out.GraphLaunches, out.GraphKernels, out.GraphUnknown = dist(s.graphL), dist(s.graphK), s.graphUnk
+	out.CapturedLaunches = s.captured
 	out.FetchTime, out.TrainCapacity, out.InferCapacity = dist(s.fetchT), dist(s.trainCap), dist(s.inferCap)
 	out.Pool, out.PoolKind, out.Samples = dist(s.pool), s.poolKind, dist(s.samples)
 	out.DispatchOn, _ = largest(s.dispatchOn)

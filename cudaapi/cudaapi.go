@@ -45,9 +45,10 @@ const (
 	ClassFree              // a memory free
 	ClassKernelName        // a kernel handle looked up by name (module loading)
 	ClassLibLoad           // the dynamic loader changed the set of libraries
+	ClassGraph             // a CUDA graph captured or instantiated (API.Graph says which)
 )
 
-var classNames = [...]string{"none", "launch", "graph_launch", "record", "elapsed", "sync", "copy", "alloc", "free", "kernel_name", "lib_load"}
+var classNames = [...]string{"none", "launch", "graph_launch", "record", "elapsed", "sync", "copy", "alloc", "free", "kernel_name", "lib_load", "graph"}
 
 func (c Class) String() string {
 	if int(c) < len(classNames) {
@@ -68,6 +69,21 @@ const (
 
 func (s SyncKind) String() string {
 	return [...]string{"none", "device", "stream", "event"}[s]
+}
+
+// GraphStep is what a ClassGraph call does to a CUDA graph: the steps by
+// which a stream's captured work becomes a graph that cuGraphLaunch replays.
+type GraphStep uint8
+
+const (
+	GraphNone         GraphStep = iota
+	GraphCaptureBegin           // the stream's work is recorded into a graph from now on, not run
+	GraphCaptureEnd             // the capture ends; Out is the graph (CUgraph)
+	GraphInstantiate            // a graph (HandleArg) made executable; Out is the exec (CUgraphExec)
+)
+
+func (g GraphStep) String() string {
+	return [...]string{"none", "capture_begin", "capture_end", "instantiate"}[g]
 }
 
 // Dir is the direction of a copy.
@@ -119,9 +135,10 @@ type API struct {
 	Class Class
 
 	Sync     SyncKind
-	Dir      Dir    // fixed direction of a copy; see KindArg
-	Memory   Memory // for Alloc and Free
-	Blocking bool   // returns only once the GPU work it covers is done
+	Dir      Dir       // fixed direction of a copy; see KindArg
+	Memory   Memory    // for Alloc and Free
+	Blocking bool      // returns only once the GPU work it covers is done
+	Graph    GraphStep // for ClassGraph
 
 	KindArg   int8 // cudaMemcpyKind argument (runtime copies), or NoArg
 	BytesArg  int8 // byte count of a copy or allocation, or NoArg

@@ -69,3 +69,32 @@ func TestCopyDir(t *testing.T) {
 		t.Error("driver copy direction")
 	}
 }
+
+// TestGraphCalls: the capture and instantiate entry points say what they
+// do to a graph, and read the handle each makes through the pointer
+// argument cuda.h gives it.
+func TestGraphCalls(t *testing.T) {
+	for name, want := range map[string]struct {
+		step   GraphStep
+		outArg int8
+	}{
+		"cuStreamBeginCapture_v2":           {GraphCaptureBegin, NoArg},
+		"cuStreamBeginCapture_ptsz":         {GraphCaptureBegin, NoArg},
+		"cuStreamEndCapture":                {GraphCaptureEnd, 1},
+		"cuStreamEndCapture_ptsz":           {GraphCaptureEnd, 1},
+		"cuGraphInstantiate":                {GraphInstantiate, 0},
+		"cuGraphInstantiateWithFlags":       {GraphInstantiate, 0},
+		"cuGraphInstantiateWithParams_ptsz": {GraphInstantiate, 0},
+	} {
+		a, ok := ByName(name)
+		if !ok || a.Class != ClassGraph || a.Layer != LayerDriver || a.Graph != want.step || a.OutArg != want.outArg {
+			t.Errorf("%s: %+v", name, a)
+		}
+		if want.step == GraphInstantiate && a.HandleArg != 1 {
+			t.Errorf("%s: the graph instantiated is argument %d, want 1", name, a.HandleArg)
+		}
+	}
+	if ClassGraph.String() != "graph" {
+		t.Errorf("ClassGraph is %q", ClassGraph)
+	}
+}

@@ -47,6 +47,23 @@ var table = []API{
 	launch("cuLaunchCooperativeKernel_ptsz", 0),
 	graphLaunch("cuGraphLaunch"),
 	graphLaunch("cuGraphLaunch_ptsz"),
+	// Driver: CUDA graphs made by stream capture (rare calls, probed all
+	// the time): the launches a thread makes between a capture's begin and
+	// end are the graph's kernels, which each replay of it runs
+	// (correlate/graphs.go). CUDA 12's cuda.h maps cuStreamBeginCapture to
+	// _v2 and cuGraphInstantiate to cuGraphInstantiateWithFlags; libcuda
+	// exports the older names too (docs/facts.md §3).
+	graphCall("cuStreamBeginCapture", GraphCaptureBegin),
+	graphCall("cuStreamBeginCapture_ptsz", GraphCaptureBegin),
+	graphCall("cuStreamBeginCapture_v2", GraphCaptureBegin),
+	graphCall("cuStreamBeginCapture_v2_ptsz", GraphCaptureBegin),
+	graphCall("cuStreamEndCapture", GraphCaptureEnd),
+	graphCall("cuStreamEndCapture_ptsz", GraphCaptureEnd),
+	graphCall("cuGraphInstantiate", GraphInstantiate),
+	graphCall("cuGraphInstantiate_v2", GraphInstantiate),
+	graphCall("cuGraphInstantiateWithFlags", GraphInstantiate),
+	graphCall("cuGraphInstantiateWithParams", GraphInstantiate),
+	graphCall("cuGraphInstantiateWithParams_ptsz", GraphInstantiate),
 	// Driver: events.
 	record("cuEventRecord", LayerDriver),
 	record("cuEventRecord_ptsz", LayerDriver),
@@ -176,6 +193,23 @@ func launch(name string, f int8) API {
 func graphLaunch(name string) API {
 	a := base(name, LayerDriver, ClassGraphLaunch)
 	a.HandleArg, a.StreamArg = 0, 1
+	return a
+}
+
+// graphCall: capture begin (stream[, mode]), capture end (stream, CUgraph
+// *out), instantiate (CUgraphExec *out, graph, ...); the handle made is
+// read at return.
+func graphCall(name string, step GraphStep) API {
+	a := base(name, LayerDriver, ClassGraph)
+	a.Graph = step
+	switch step {
+	case GraphCaptureBegin:
+		a.StreamArg = 0
+	case GraphCaptureEnd:
+		a.StreamArg, a.Out, a.OutArg = 0, OutU64, 1
+	case GraphInstantiate:
+		a.HandleArg, a.Out, a.OutArg = 1, OutU64, 0
+	}
 	return a
 }
 

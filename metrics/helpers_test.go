@@ -110,7 +110,7 @@ func fullStep(pid uint32, rank int) correlate.Step {
 		DataTime: 0.004, DataMeasured: true, ComputeTime: 0.012, ComputeSource: correlate.ComputeEvents, SyncTime: 0.003,
 		Pool: 12, PoolMeasured: true, Samples: 32, SamplesMeasured: true,
 		InferCapacity: 900, TrainCapacity: 1800, Thru: 1600,
-		LaunchesCounted: true, Launches: 120, GraphLaunches: 2, OtherLaunches: 80,
+		LaunchesCounted: true, Launches: 120, GraphLaunches: 2, GraphKernels: 60, GraphKernelsKnown: true, OtherLaunches: 80,
 		H2DBytes: 1 << 20, D2HBytes: 4096, D2DBytes: 1 << 16, OtherCopyBytes: 100}
 }
 

@@ -31,6 +31,9 @@ const (
 	countsLaunches  = "launches"   // LaunchesCounted: launches and device-to-device copies
 	countsWaits     = "waits"      // WaitsObserved: the dispatch wait
 	countsWaitKinds = "wait_kinds" // WaitKindsCounted: data, lock, I/O, full and GIL waits
+	// GraphKernelsKnown: the kernels of every graph launch (none, or
+	// graphs captured while attached, their launches counted)
+	countsGraphKernels = "graph_kernels"
 )
 
 // stepMetrics are what each step adds to.
@@ -43,6 +46,7 @@ type stepMetrics struct {
 	countedWall   *prometheus.CounterVec
 	launches      *prometheus.CounterVec // by thread
 	graphLaunches *prometheus.CounterVec
+	graphKernels  *prometheus.CounterVec
 	copyBytes     *prometheus.CounterVec // by direction
 	waits         *prometheus.CounterVec // by kind
 	samples       *prometheus.CounterVec
@@ -76,13 +80,16 @@ func newStepMetrics() *stepMetrics {
 			"Steps by where their compute time came from: cuda_events (the job's own readings), derived (first launch to last sync), probe, none.", "source"),
 		counted: counter("gpuprof_counted_steps_total",
 			"Steps whose counts were complete, by what: launches (launch counting is sampled, --launch-duty), waits (the dispatch wait), "+
-				"wait_kinds (data, lock, io, full and GIL waits).", "counts"),
+				"wait_kinds (data, lock, io, full and GIL waits), graph_kernels (the kernels of every graph launch).", "counts"),
 		countedWall: counter("gpuprof_counted_wall_seconds_total",
 			"Wall time of the steps counted in gpuprof_counted_steps_total, by what was counted: the denominator of a share.", "counts"),
 		launches: counter("gpuprof_kernel_launches_total",
 			"Kernel launches in steps whose launches were counted, by the step's thread (step) or the process's other threads (other).", "thread"),
 		graphLaunches: counter("gpuprof_graph_launches_total",
 			"CUDA graph launches by the step's thread, in steps whose launches were counted."),
+		graphKernels: counter("gpuprof_graph_kernels_total",
+			"Kernels the step's thread's CUDA graph launches ran, in steps where every one's graph was captured while attached "+
+				"with its launches counted (gpuprof_counted_steps_total{counts=\"graph_kernels\"})."),
 		copyBytes: counter("gpuprof_copy_bytes_total",
 			"Bytes copied by CUDA memcpy calls, by direction: h2d, d2h, other (default or host to host) in every step; "+
 				"d2d only in steps whose launches were counted.", "direction"),
@@ -104,7 +111,7 @@ func newStepMetrics() *stepMetrics {
 
 func (m *stepMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.step, m.wall, m.phase, m.steps, m.computeSource, m.counted, m.countedWall,
-		m.launches, m.graphLaunches, m.copyBytes, m.waits, m.samples, m.pool, m.inferCap, m.trainCap, m.thru}
+		m.launches, m.graphLaunches, m.graphKernels, m.copyBytes, m.waits, m.samples, m.pool, m.inferCap, m.trainCap, m.thru}
 }
 
 // observe adds one step. Where a number was not measured it is left out,
@@ -151,6 +158,10 @@ func (m *stepMetrics) observe(s correlate.Step) {
 		m.launches.WithLabelValues(pid, rank, "other").Add(float64(s.OtherLaunches))
 		m.graphLaunches.WithLabelValues(pid, rank).Add(float64(s.GraphLaunches))
 		bytes("d2d", s.D2DBytes)
+	}
+	if s.GraphKernelsKnown {
+		counted(countsGraphKernels)
+		m.graphKernels.WithLabelValues(pid, rank).Add(float64(s.GraphKernels))
 	}
 	wait := func(kind string, v float64) { m.waits.WithLabelValues(pid, rank, kind).Add(v) }
 	if s.WaitsObserved {

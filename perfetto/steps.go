@@ -116,6 +116,12 @@ func (w *Writer) stepSlice(st correlate.Step, tid uint32) {
 		e.intArg("launches", st.Launches)
 		e.intArg("graph_launches", st.GraphLaunches)
 		e.intArg("other_launches", st.OtherLaunches)
+		if st.CapturedLaunches > 0 {
+			e.intArg("captured_launches", st.CapturedLaunches)
+		}
+	}
+	if st.GraphKernelsKnown && st.GraphLaunches > 0 {
+		e.intArg("graph_kernels", st.GraphKernels) // as --jsonl gives it
 	}
 	for _, m := range []struct {
 		key string

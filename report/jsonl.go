@@ -22,6 +22,13 @@ type stepRecord struct {
 	Launches      *int `json:"launches,omitempty"`
 	GraphLaunches *int `json:"graph_launches,omitempty"`
 	OtherLaunches *int `json:"other_launches,omitempty"`
+	// graph_kernels where the step launched graphs and every one's
+	// kernels are known (correlate.Step.GraphKernelsKnown): graph_launches
+	// with no graph_kernels is a graph captured before attach, or while
+	// launches were not counted. captured_launches where a capture's
+	// launches were counted.
+	GraphKernels     *int `json:"graph_kernels,omitempty"`
+	CapturedLaunches *int `json:"captured_launches,omitempty"`
 	// Device-to-device bytes likewise: those copies are probed with the
 	// launches.
 	D2DBytes *uint64 `json:"d2d_bytes,omitempty"`
@@ -74,6 +81,13 @@ func (j *JSONL) Write(s correlate.Step) error {
 	if s.LaunchesCounted {
 		r.Launches, r.GraphLaunches, r.OtherLaunches = &s.Launches, &s.GraphLaunches, &s.OtherLaunches
 		r.D2DBytes = &s.D2DBytes
+		if s.CapturedLaunches > 0 {
+			r.CapturedLaunches = &s.CapturedLaunches
+		}
+	}
+	if s.GraphKernelsKnown && s.GraphLaunches > 0 {
+		// With none, graph_launches 0 says so already.
+		r.GraphKernels = &s.GraphKernels
 	}
 	if s.WaitsObserved {
 		r.DispatchWait = &s.DispatchWait

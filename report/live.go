@@ -72,6 +72,9 @@ func Line(s correlate.Step, rate float64) string {
 	b.WriteString(" |")
 	if s.LaunchesCounted {
 		fmt.Fprintf(&b, " %d launches", s.Launches+s.GraphLaunches)
+		if s.GraphLaunches > 0 && s.GraphKernelsKnown {
+			fmt.Fprintf(&b, " (%d graph kernels)", s.GraphKernels)
+		}
 	}
 	if s.H2DBytes > 0 {
 		fmt.Fprintf(&b, " h2d %s", Bytes(float64(s.H2DBytes)))

@@ -3,8 +3,10 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -156,6 +158,51 @@ func TestStragglerNamedOnlyWhenSlow(t *testing.T) {
 		WriteJob(&b, j)
 		if !strings.Contains(b.String(), c.want) {
 			t.Errorf("skew %.3f:\n%s\nwant %q", c.skew, b.String(), c.want)
+		}
+	}
+}
+
+func TestJSONLGraphKernels(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "steps.jsonl")
+	j, err := CreateJSONL(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted := correlate.Step{LaunchesCounted: true, GraphKernelsKnown: true}
+	capture, replay, unknown, eager := counted, counted, counted, counted
+	capture.GraphLaunches, capture.GraphKernels, capture.CapturedLaunches = 1, 40, 40
+	replay.GraphLaunches, replay.GraphKernels = 1, 40
+	unknown.GraphLaunches, unknown.GraphKernelsKnown = 1, false
+	eager.Launches = 40
+	for _, s := range []correlate.Step{capture, replay, unknown, eager} {
+		j.Write(s)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var m map[string]any
+		json.Unmarshal([]byte(line), &m)
+		got = append(got, fmt.Sprintf("%v/%v/%v", m["graph_launches"], m["graph_kernels"], m["captured_launches"]))
+	}
+	want := []string{"1/40/40", "1/40/<nil>", "1/<nil>/<nil>", "0/<nil>/<nil>"}
+	if !slices.Equal(got, want) {
+		t.Errorf("graph_launches/graph_kernels/captured_launches = %v, want %v", got, want)
+	}
+}
+
+func TestSummarySaysWhyGraphKernelsAreUnknown(t *testing.T) {
+	run := correlate.SummarizeSteps([]correlate.Step{
+		{LaunchesCounted: true, GraphLaunches: 1, GraphKernels: 40, GraphKernelsKnown: true, CapturedLaunches: 40},
+		{LaunchesCounted: true, GraphLaunches: 1},
+	})
+	var b bytes.Buffer
+	WriteSummary(&b, Summary{Target: "PID 1", Attached: 2, Run: run})
+	for _, want := range []string{"graph kernels/step", "not known in 1 of 2 steps with graph launches: their graphs were captured before attach or while launches were not counted", "captured launches: 40"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, b.String())
 		}
 	}
 }

@@ -89,6 +89,8 @@ func WriteSummary(w io.Writer, s Summary) {
 		}
 		row("samples/step", r.Samples, count)
 		row("launches/step", r.Launches, count)
+		row("graph launches/step", r.GraphLaunches, count)
+		row("graph kernels/step", r.GraphKernels, count)
 		row("h2d/step", r.H2DBytes, bytes)
 		row("d2h/step", r.D2HBytes, bytes)
 		pct := func(x float64) string { return fmt.Sprintf("%.0f%%", x) }
@@ -104,6 +106,7 @@ func WriteSummary(w io.Writer, s Summary) {
 			fmt.Fprintf(w, "data_time: %d of %d steps estimated (data_source \"calibrated\"): their launches were not counted, "+
 				"so each data phase ends where the latest counted step's did, by the same calls\n", r.DataEstimated, r.Steps)
 		}
+		writeGraphs(w, r)
 		switch {
 		case r.TrainCapacity.N > 0 || s.Engine:
 		case r.LoaderBatches:
@@ -172,6 +175,19 @@ func WriteSummary(w io.Writer, s Summary) {
 		for _, n := range v.Next {
 			fmt.Fprintf(w, "  look at  %s\n", n)
 		}
+	}
+}
+
+// writeGraphs says what the graph rows leave out: the steps whose graph
+// launches ran kernels of unknown number, and the launches that went into
+// graphs rather than to the GPU.
+func writeGraphs(w io.Writer, r correlate.Summary) {
+	if r.GraphUnknown > 0 {
+		fmt.Fprintf(w, "graph kernels: not known in %d of %d steps with graph launches: their graphs were captured "+
+			"before attach or while launches were not counted\n", r.GraphUnknown, r.GraphLaunches.N)
+	}
+	if r.CapturedLaunches > 0 {
+		fmt.Fprintf(w, "captured launches: %d, recorded into CUDA graphs (not run then: left out of launches/step)\n", r.CapturedLaunches)
 	}
 }
 

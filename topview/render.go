@@ -187,11 +187,19 @@ func computeText(s correlate.Step) string {
 	return report.Duration(s.ComputeTime)
 }
 
+// launchesText is the kernels the step ran: its launches and its graphs'
+// kernels where known, else its graph launches marked "g" (each ran
+// kernels of a graph captured before attach: how many is not known).
 func launchesText(s correlate.Step) string {
-	if !s.LaunchesCounted {
+	switch {
+	case !s.LaunchesCounted:
 		return "-"
+	case s.GraphKernelsKnown || s.GraphLaunches == 0:
+		return fmt.Sprint(s.Launches + s.GraphKernels)
+	case s.Launches == 0:
+		return fmt.Sprintf("%dg", s.GraphLaunches)
 	}
-	return fmt.Sprint(s.Launches + s.GraphLaunches)
+	return fmt.Sprintf("%d+%dg", s.Launches, s.GraphLaunches)
 }
 
 func poolText(s correlate.Step) string {

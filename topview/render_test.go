@@ -8,6 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/gpuprof/gpuprof/correlate"
 	"github.com/gpuprof/gpuprof/events"
 )
 
@@ -246,4 +247,21 @@ func TestStepsTableUnknowns(t *testing.T) {
 	lines := render(t, m, 120, 40)
 	wantLines(t, lines, "     1  PID 9  10.0ms     10.0ms              -  ~2.00ms   6.00ms  2.00ms         -     -  gpu_compute",
 		"     2  PID 9  10.0ms     10.0ms              0        -        -  2.00ms        40     3  unknown")
+}
+
+func TestLaunchesTextCountsGraphKernels(t *testing.T) {
+	for _, c := range []struct {
+		s    correlate.Step
+		want string
+	}{
+		{correlate.Step{LaunchesCounted: true, Launches: 40}, "40"},
+		{correlate.Step{LaunchesCounted: true, GraphLaunches: 1, GraphKernels: 40, GraphKernelsKnown: true}, "40"},
+		{correlate.Step{LaunchesCounted: true, Launches: 2, GraphLaunches: 1}, "2+1g"},
+		{correlate.Step{LaunchesCounted: true, GraphLaunches: 3}, "3g"},
+		{correlate.Step{Launches: 40}, "-"},
+	} {
+		if got := launchesText(c.s); got != c.want {
+			t.Errorf("launchesText(%+v) = %q, want %q", c.s, got, c.want)
+		}
+	}
 }

@@ -26,6 +26,7 @@ typedef struct CUlib_st *CUlibrary;
 typedef struct CUkern_st *CUkernel;
 typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
+typedef struct CUgraph_st *CUgraph;
 typedef struct CUgraphExec_st *CUgraphExec;
 
 /* cuLaunchKernelEx's launch description; field order as in cuda.h. */
@@ -63,6 +64,7 @@ typedef int cudaError_t;
 /* The runtime's handles are the driver's structs under other names. */
 typedef struct CUstream_st *cudaStream_t;
 typedef struct CUevent_st *cudaEvent_t;
+typedef struct CUgraph_st *cudaGraph_t;
 typedef struct CUgraphExec_st *cudaGraphExec_t;
 
 typedef struct dim3 {

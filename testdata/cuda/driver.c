@@ -100,7 +100,7 @@ static CUresult launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned 
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (threads == 0 || threads > 1024) /* the real per-block limit */
 		return CUDA_ERROR_INVALID_VALUE;
-	return sim_enqueue(s, (uint64_t)gx * gy * gz * NS_PER_BLOCK, NULL);
+	return sim_enqueue_kernel(s, (uint64_t)gx * gy * gz * NS_PER_BLOCK);
 }
 
 static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f)
@@ -159,14 +159,19 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned 
 	return launch(f, gx, gy, gz, bx, by, bz, s);
 }
 
-/* The stand-in has no graphs to instantiate, so a test makes up a handle:
- * its integer value is the graph's run time in nanoseconds, e.g.
+/* A graph launch runs a graph's kernels: an exec instantiated from a
+ * captured graph (graph.c) for their time, or, for a test that makes up a
+ * handle, its integer value as the run time in nanoseconds, e.g.
  * (CUgraphExec)(uintptr_t)2000000 for a 2 ms graph. */
 static CUresult graph_launch(CUgraphExec g, CUstream s)
 {
+	uint64_t ns;
+
 	if (g == NULL)
 		return CUDA_ERROR_INVALID_HANDLE;
-	return sim_enqueue(s, (uint64_t)(uintptr_t)g, NULL);
+	if (sim_exec_ns(g, &ns) != CUDA_SUCCESS)
+		ns = (uint64_t)(uintptr_t)g;
+	return sim_enqueue(s, ns, NULL);
 }
 
 CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)

@@ -55,6 +55,28 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
 CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream);
 CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream);
 
+/* Graphs by stream capture. cuda.h maps cuStreamBeginCapture to _v2 and
+ * cuGraphInstantiate to cuGraphInstantiateWithFlags; the older names are
+ * exported too (the old cuStreamBeginCapture took the stream alone: a
+ * mode passed to it here is ignored, as the stand-in ignores every mode).
+ * The instantiate parameters the stand-in never reads are void *. */
+CUresult cuStreamBeginCapture(CUstream hStream, int mode);
+CUresult cuStreamBeginCapture_ptsz(CUstream hStream, int mode);
+CUresult cuStreamBeginCapture_v2(CUstream hStream, int mode);
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, int mode);
+CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph);
+CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph);
+CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, void *phErrorNode,
+			    char *logBuffer, size_t bufferSize);
+CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, void *phErrorNode,
+			       char *logBuffer, size_t bufferSize);
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
+				     unsigned long long flags);
+CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
+				      void *instantiateParams);
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
+					   void *instantiateParams);
+
 /* Streams and synchronisation. */
 CUresult cuStreamCreate(CUstream *phStream, unsigned int flags);
 CUresult cuStreamDestroy_v2(CUstream hStream);

@@ -154,6 +154,24 @@ cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
 	RT_DO(drv->cuGraphLaunch_ptsz(graphExec, stream));
 }
 
+/* Capture and instantiate reach the driver's, as the real runtime's do
+ * (through cuGetProcAddress there). */
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, int mode)
+{
+	RT_DO(drv->cuStreamBeginCapture_v2(stream, mode));
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
+{
+	RT_DO(drv->cuStreamEndCapture(stream, pGraph));
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
+				 unsigned long long flags)
+{
+	RT_DO(drv->cuGraphInstantiateWithFlags(pGraphExec, graph, flags));
+}
+
 /* ---- Events ---- */
 
 cudaError_t cudaEventCreate(cudaEvent_t *event)

@@ -27,6 +27,13 @@ cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim,
 				  size_t sharedMem, cudaStream_t stream);
 cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream);
 cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream);
+/* Stream capture; cudaStreamCaptureMode is an enum (int-sized). CUDA 12
+ * and 13's cudaGraphInstantiate takes flags (CUDA 11's took an error node
+ * and a log buffer). */
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, int mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
+				 unsigned long long flags);
 
 /* Events. */
 cudaError_t cudaEventCreate(cudaEvent_t *event);

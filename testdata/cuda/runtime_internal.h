@@ -27,6 +27,9 @@
 	X(cuLaunchKernel_ptsz)                                                             \
 	X(cuGraphLaunch)                                                                   \
 	X(cuGraphLaunch_ptsz)                                                              \
+	X(cuStreamBeginCapture_v2)                                                         \
+	X(cuStreamEndCapture)                                                              \
+	X(cuGraphInstantiateWithFlags)                                                     \
 	X(cuEventCreate)                                                                   \
 	X(cuEventDestroy_v2)                                                               \
 	X(cuEventRecord)                                                                   \

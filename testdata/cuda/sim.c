@@ -80,6 +80,66 @@ CUresult sim_enqueue(CUstream s, uint64_t dur_ns, uint64_t *end_ns)
 	return CUDA_SUCCESS;
 }
 
+CUresult sim_enqueue_kernel(CUstream s, uint64_t dur_ns)
+{
+	struct CUstream_st *st;
+
+	pthread_mutex_lock(&lock);
+	st = resolve(s);
+	if (st == NULL) {
+		pthread_mutex_unlock(&lock);
+		return CUDA_ERROR_INVALID_HANDLE;
+	}
+	if (st->graph != NULL) { /* captured: runs when the graph does */
+		st->graph->kernels++;
+		st->graph->ns += dur_ns;
+	} else {
+		st->tail_ns = max_u64(sim_now(), st->tail_ns) + dur_ns;
+	}
+	pthread_mutex_unlock(&lock);
+	return CUDA_SUCCESS;
+}
+
+CUresult sim_capture_begin(CUstream s)
+{
+	struct CUgraph_st *g = calloc(1, sizeof(*g));
+	struct CUstream_st *st;
+	CUresult r = CUDA_SUCCESS;
+
+	if (g == NULL)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	pthread_mutex_lock(&lock);
+	st = resolve(s);
+	if (st == NULL)
+		r = CUDA_ERROR_INVALID_HANDLE;
+	else if (st->graph != NULL)
+		r = CUDA_ERROR_INVALID_VALUE; /* already capturing */
+	else
+		st->graph = g, g = NULL;
+	pthread_mutex_unlock(&lock);
+	free(g);
+	return r;
+}
+
+CUresult sim_capture_end(CUstream s, CUgraph *out)
+{
+	struct CUstream_st *st;
+	CUresult r = CUDA_SUCCESS;
+
+	if (out == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	st = resolve(s);
+	if (st == NULL || st->graph == NULL) {
+		r = st == NULL ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
+	} else {
+		*out = st->graph;
+		st->graph = NULL;
+	}
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
 CUresult sim_stream_check(CUstream s)
 {
 	return sim_stream_tail(s, NULL);

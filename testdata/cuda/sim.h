@@ -23,7 +23,14 @@
 
 struct CUstream_st {
 	uint64_t tail_ns;         /* when the last queued work ends */
+	struct CUgraph_st *graph; /* the graph being captured, NULL when not */
 	struct CUstream_st *next; /* registry of created streams */
+};
+
+/* A graph made by stream capture: what its kernels cost. */
+struct CUgraph_st {
+	uint64_t kernels;
+	uint64_t ns;
 };
 
 struct CUevent_st {
@@ -38,6 +45,14 @@ void sim_sleep_until(uint64_t t_ns); /* never call with the lock held */
  * CUDA_ERROR_INVALID_HANDLE if s is not a live stream. */
 CUresult sim_enqueue(CUstream s, uint64_t dur_ns, uint64_t *end_ns);
 CUresult sim_stream_check(CUstream s);
+/* Queues a kernel of dur_ns, or records it into the graph s captures. */
+CUresult sim_enqueue_kernel(CUstream s, uint64_t dur_ns);
+/* Starts capturing s into a new graph; ends it, handing the graph over. */
+CUresult sim_capture_begin(CUstream s);
+CUresult sim_capture_end(CUstream s, CUgraph *out);
+/* The run time of an exec graph.c instantiated; CUDA_ERROR_INVALID_HANDLE
+ * for any other handle. */
+CUresult sim_exec_ns(CUgraphExec e, uint64_t *ns);
 CUresult sim_stream_tail(CUstream s, uint64_t *tail_ns);
 uint64_t sim_device_tail(void); /* latest tail over all streams ever used */
 CUresult sim_stream_create(CUstream *out);

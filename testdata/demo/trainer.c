@@ -28,9 +28,13 @@
  * first sync, compute_time is the time between the two. With neither (the
  * default: one micro-batch, events) a step is as above.
  *
- * --graph: a step's kernels are one CUDA graph replayed (cudaGraphLaunch,
- * --compute-ms of GPU time), as in a torch.compile reduce-overhead or
- * torch.cuda.graphs loop; launches 0 (the graph launch is no kernel).
+ * --graph: as a torch.cuda.graphs or torch.compile reduce-overhead loop,
+ * --graph-warmup steps (3) run eagerly; the next captures its kernels on
+ * the step's stream into a CUDA graph (cudaStreamBeginCapture, the
+ * launches, cudaStreamEndCapture, cudaGraphInstantiate), and it and every
+ * step after replay the graph (cudaGraphLaunch: --compute-ms of GPU
+ * time). A replaying step logs launches 0 (the graph launch is no kernel)
+ * and graph_kernels, the kernels the graph ran (--kernels a replay).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -105,6 +109,7 @@ struct options {
 	int library_records;
 	int read_library_from; /* -1: never */
 	int graph; /* --graph: a step's compute is one CUDA graph replayed */
+	int graph_warmup; /* eager steps before the capture */
 };
 
 static const char usage[] =
@@ -113,6 +118,7 @@ static const char usage[] =
 	"                    [--compute-ms F] [--kernels N] [--timing events|none|sync]\n"
 	"                    [--micro-batches N] [--step-pause-ms F] [--direct-records N]\n"
 	"                    [--library-records N] [--read-library-from STEP] [--graph]\n"
+	"                    [--graph-warmup N]\n"
 	"Order: sleep --load-delay, load the libraries, allocate and start the engine\n"
 	"threads, sleep --thread-delay, start the training thread, which sleeps\n"
 	"--start-delay and then runs the steps.\n";
@@ -158,6 +164,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{"read-library-from", required_argument, NULL, 'F'},
 		{"micro-batches", required_argument, NULL, 'M'},
 		{"graph", no_argument, NULL, 'G'},
+		{"graph-warmup", required_argument, NULL, 'W'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -165,7 +172,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 
 	*o = (struct options){.steps = 200, .truth = "demo-truth.jsonl", .engines = 2,
 			      .data_ms = 3, .compute_ms = 6, .kernels = 40, .events = 1,
-			      .read_library_from = -1, .micro_batches = 1};
+			      .read_library_from = -1, .micro_batches = 1, .graph_warmup = 3};
 	opterr = 0; /* report errors ourselves, on one line */
 	while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
 		const char *name = longopts[0].name;
@@ -191,6 +198,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 		case 'F': o->read_library_from = parse_int(name, optarg, 0, INT_MAX); break;
 		case 'M': o->micro_batches = parse_int(name, optarg, 1, 64); break;
 		case 'G': o->graph = 1; break;
+		case 'W': o->graph_warmup = parse_int(name, optarg, 0, INT_MAX); break;
 		case 't':
 			if (strcmp(optarg, "events") != 0 && strcmp(optarg, "none") != 0 &&
 			    strcmp(optarg, "sync") != 0)
@@ -216,7 +224,8 @@ static void parse_options(int argc, char **argv, struct options *o)
 	X(cudaMallocHost) X(cudaFreeHost) X(cudaLaunchKernel) X(cudaMemcpyAsync)            \
 	X(cudaStreamSynchronize) X(cudaEventCreate) X(cudaEventDestroy)                     \
 	X(cudaEventRecordWithFlags) X(cudaEventElapsedTime) X(cudaDeviceSynchronize)       \
-	X(cudaEventRecord) X(cudaGraphLaunch)
+	X(cudaEventRecord) X(cudaGraphLaunch) X(cudaStreamBeginCapture)                    \
+	X(cudaStreamEndCapture) X(cudaGraphInstantiate)
 #define DRIVER_FUNCS(X) \
 	X(cuModuleGetFunction) X(cuLaunchKernelEx) X(cuEventCreate) X(cuEventRecord)
 
@@ -334,6 +343,11 @@ struct trainer {
 	void *dev_in[2], *host_in[2], *dev_loss, *host_loss;
 	CUfunction gemm; /* looked up through the driver, as cuBLAS does */
 	struct engine *engines;
+	/* --graph: the step's kernels captured (after --graph-warmup steps) */
+	cudaGraphExec_t graph;
+	int step;
+	/* This step's kernels run: launched eagerly, and by graph replays. */
+	int launched, graph_kernels;
 };
 
 static void setup(struct trainer *t)
@@ -408,23 +422,13 @@ static void teardown(struct trainer *t)
 /* Queues the step's kernels, compute-ms of GPU time in all, and returns the
  * GPU time queued in ns. 3 of 4 go through the runtime with a host stub,
  * every 4th through the driver with the gemm handle. */
-static uint64_t launch_compute(struct trainer *t)
+static uint64_t launch_kernels(struct trainer *t)
 {
 	const struct options *o = t->o;
 	uint64_t total_blocks = (uint64_t)llround(o->compute_ms * 1000.0 * 1000.0 / NS_PER_BLOCK);
 	uint64_t queued_ns = 0;
 	void *args[] = {&t->dev_in[0], &t->dev_in[1]};
 	int k;
-
-	if (o->graph) {
-		/* One graph replayed, the step's kernels captured in it (a
-		 * torch.compile reduce-overhead or torch.cuda.graphs loop): the
-		 * stand-in's graph handle is its run time in ns. */
-		uint64_t ns = total_blocks * NS_PER_BLOCK;
-
-		CHECK(cu.cudaGraphLaunch((cudaGraphExec_t)(uintptr_t)(ns > 0 ? ns : 1), t->stream));
-		return ns;
-	}
 
 	for (k = 0; k < o->kernels; k++) {
 		unsigned int blocks = (unsigned int)(total_blocks / (uint64_t)o->kernels +
@@ -448,6 +452,44 @@ static uint64_t launch_compute(struct trainer *t)
 	return queued_ns;
 }
 
+/* Queues the step's kernels: launched, or (--graph, past the warm-up) as
+ * the graph that captured them once, replayed. Returns the GPU time
+ * queued in ns. */
+static uint64_t launch_compute(struct trainer *t)
+{
+	const struct options *o = t->o;
+	uint64_t ns;
+
+	if (!o->graph || t->step < o->graph_warmup) {
+		t->launched += o->kernels;
+		return launch_kernels(t);
+	}
+	if (t->graph == NULL) {
+		/* Captured kernels do not run: the graph's first replay
+		 * (below) runs them. */
+		cudaGraph_t g;
+
+		CHECK(cu.cudaStreamBeginCapture(t->stream, 0));
+		launch_kernels(t);
+		CHECK(cu.cudaStreamEndCapture(t->stream, &g));
+		CHECK(cu.cudaGraphInstantiate(&t->graph, g, 0));
+	}
+	ns = (uint64_t)llround(o->compute_ms * 1000.0 * 1000.0 / NS_PER_BLOCK) * NS_PER_BLOCK;
+	CHECK(cu.cudaGraphLaunch(t->graph, t->stream));
+	t->graph_kernels += o->kernels;
+	return ns;
+}
+
+/* The step's kernel counts for its truth line: launches, and with
+ * --graph the kernels its graph replays ran. */
+static void truth_kernels(struct trainer *t, char *buf, size_t n)
+{
+	if (t->o->graph)
+		snprintf(buf, n, "\"launches\":%d,\"graph_kernels\":%d", t->launched, t->graph_kernels);
+	else
+		snprintf(buf, n, "\"launches\":%d", t->launched);
+}
+
 /* A library's own records, from a call site of their own (noinline). */
 static __attribute__((noinline)) void library_records(struct trainer *t, int n)
 {
@@ -462,8 +504,11 @@ static void train_step(struct trainer *t, int step)
 	const struct options *o = t->o;
 	uint64_t t_start, t_data, t_end, queued_ns;
 	double compute_s;
+	char kernels[64];
 	int i;
 
+	t->step = step;
+	t->launched = t->graph_kernels = 0;
 	t_start = now_ns();
 	sleep_ns((uint64_t)llround(o->data_ms * 1e6)); /* the CPU loads a batch */
 	for (i = 0; i < 2; i++)
@@ -495,13 +540,14 @@ static void train_step(struct trainer *t, int step)
 		compute_s = queued_ns / 1e9; /* what the GPU was given to do */
 	}
 	t_end = now_ns();
+	truth_kernels(t, kernels, sizeof(kernels));
 
 	fprintf(t->truth,
 		"{\"step\":%d,\"t_start_ns\":%" PRIu64 ",\"t_data_end_ns\":%" PRIu64
 		",\"t_end_ns\":%" PRIu64 ",\"step_time\":%.9f,\"data_time\":%.9f"
-		",\"compute_time\":%.9f,\"launches\":%d}\n",
+		",\"compute_time\":%.9f,%s}\n",
 		step, t_start, t_data, t_end, (t_end - t_start) / 1e9, (t_data - t_start) / 1e9,
-		compute_s, o->graph ? 0 : o->kernels);
+		compute_s, kernels);
 	if (fflush(t->truth) != 0)
 		fail(1, "cannot write %s: %s", o->truth, strerror(errno));
 
@@ -515,7 +561,10 @@ static void train_step_shaped(struct trainer *t, int step)
 	int n = o->micro_batches, m, i;
 	uint64_t t_start, t_data = 0, t_end, data_ns = 0, sync_ns = 0, queued_ns = 0;
 	double compute_s = 0;
+	char kernels[64];
 
+	t->step = step;
+	t->launched = t->graph_kernels = 0;
 	t_start = now_ns();
 	for (m = 0; m < n; m++) {
 		uint64_t d0 = now_ns(), c0;
@@ -568,13 +617,14 @@ static void train_step_shaped(struct trainer *t, int step)
 		compute_s = queued_ns / 1e9;
 	}
 	t_end = now_ns();
+	truth_kernels(t, kernels, sizeof(kernels));
 
 	fprintf(t->truth,
 		"{\"step\":%d,\"t_start_ns\":%" PRIu64 ",\"t_data_end_ns\":%" PRIu64
 		",\"t_end_ns\":%" PRIu64 ",\"step_time\":%.9f,\"data_time\":%.9f"
-		",\"compute_time\":%.9f,\"launches\":%d}\n",
+		",\"compute_time\":%.9f,%s}\n",
 		step, t_start, t_data, t_end, (t_end - t_start) / 1e9, data_ns / 1e9, compute_s,
-		o->graph ? 0 : o->kernels * n);
+		kernels);
 	if (fflush(t->truth) != 0)
 		fail(1, "cannot write %s: %s", o->truth, strerror(errno));
 
