@@ -46,7 +46,7 @@ func TestKernelNamesAttachedMidRun(t *testing.T) {
 			break
 		}
 		name := strings.Join(f[1:], " ")
-		if strings.HasPrefix(name, "kernel 0x") && strings.HasSuffix(name, " launched by demo-trainer in launch_compute (driver API)") {
+		if strings.HasPrefix(name, "kernel 0x") && strings.HasSuffix(name, " launched by demo-trainer in launch_kernels (driver API)") {
 			name = "the gemm, by its caller" // its handle: an address
 		}
 		named[name] = true
