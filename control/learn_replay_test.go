@@ -20,6 +20,7 @@ import (
 type sampledProbes struct {
 	*fakeProbes
 	now      uint64 // the end of the event being added
+	simulate bool   // switch launch counting (else replay the recorded switches)
 	samplers map[int]*simSampler
 	found    map[int]uint64 // when each process's step thread was told
 }
@@ -42,7 +43,7 @@ type simSampler struct {
 
 func (p *sampledProbes) LearnLaunches(pid int, period, on time.Duration) {
 	p.fakeProbes.LearnLaunches(pid, period, on)
-	if p.samplers[pid] == nil && on < period {
+	if p.simulate && p.samplers[pid] == nil && on < period {
 		p.samplers[pid] = &simSampler{learning: true, period: period, on: on, since: p.now - uint64(on), prevEnd: map[uint32]uint64{}}
 	}
 }
@@ -51,6 +52,7 @@ func (p *sampledProbes) SampleLaunches(pid int, period, on time.Duration) {
 	p.fakeProbes.SampleLaunches(pid, period, on)
 	s := p.samplers[pid]
 	switch {
+	case !p.simulate:
 	case on >= period:
 		if s != nil && s.learning {
 			s.learning, s.ending = false, true
@@ -119,19 +121,35 @@ func (s *simSampler) count(e *events.Event) {
 	}
 }
 
+// thinnedWhenRecorded says whether pid's launch counting was switched
+// before its steps were found (found) in the recorded run: its launch
+// counts are thinned already, and there is nothing to simulate.
+func thinnedWhenRecorded(tr recorded, pid uint32, found uint64) bool {
+	for _, e := range tr.evs {
+		if e.End > found {
+			return false
+		}
+		if e.Kind == events.KindLaunchProbes && e.PID == pid {
+			return true
+		}
+	}
+	return false
+}
+
 // maxLaunchOn is probes' bound on a phase.
 const maxLaunchOn = 2 * time.Minute
 
-// replaySampled replays tr through a loop steering sampledProbes.
-func replaySampled(t *testing.T, tr recorded, cfg Config) (*Loop, *sampledProbes) {
+// replaySampled replays tr through a loop steering sampledProbes; simulate
+// false replays the recorded switches instead.
+func replaySampled(t *testing.T, tr recorded, cfg Config, simulate bool) (*Loop, *sampledProbes) {
 	t.Helper()
-	p := &sampledProbes{fakeProbes: &fakeProbes{}, samplers: map[int]*simSampler{}, found: map[int]uint64{}}
+	p := &sampledProbes{fakeProbes: &fakeProbes{}, simulate: simulate, samplers: map[int]*simSampler{}, found: map[int]uint64{}}
 	l, err := New(cfg, p, p.fakeProbes)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range tr.evs {
-		if e.Kind == events.KindLaunchProbes {
+		if e.Kind == events.KindLaunchProbes && simulate {
 			continue // the recorded run's own switches: the simulation makes them
 		}
 		for _, pid := range slices.Sorted(func(yield func(int) bool) {
@@ -165,14 +183,14 @@ func TestReplayLearnsFromSampledLaunches(t *testing.T) {
 	for _, tr := range traces(t) {
 		cfg := configFor(t, tr)
 		full, ff := replay(t, tr, cfg, true)
-		sampled, sp := replaySampled(t, tr, cfg)
+		sampled, sp := replaySampled(t, tr, cfg, true)
 		sf := sp.fakeProbes
 		every := cfg
 		every.LearnBudget = 1
-		_, ep := replaySampled(t, tr, every)
+		_, ep := replaySampled(t, tr, every, false)
 		for _, pid := range full.PIDs() {
 			want, ok := full.procs[pid].corr.Boundary()
-			if !ok || want.TID == 0 || len(sf.of("learn", int(pid))) == 0 {
+			if !ok || want.TID == 0 || len(sf.of("learn", int(pid))) == 0 || thinnedWhenRecorded(tr, pid, ep.found[int(pid)]) {
 				continue
 			}
 			thinned++
