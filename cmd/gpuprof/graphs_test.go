@@ -33,14 +33,7 @@ func TestGraphReplaysCountTheirKernels(t *testing.T) {
 	if !strings.Contains(r.stdout, "graph kernels/step") {
 		t.Errorf("the summary has no graph kernels:\n%s", r.stdout)
 	}
-	truthRows, err := validate.ReadJSONL(truth)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ours, err := validate.ReadJSONL(steps)
-	if err != nil {
-		t.Fatal(err)
-	}
+	truthRows, ours := readTruthAndSteps(t, truth, steps)
 	replays, captures, uncounted := 0, 0, 0
 	for _, m := range validate.Align(truthRows, ours) {
 		want, got := m.Truth.Fields, m.Ours.Fields

@@ -155,19 +155,25 @@ func checkAgainstTruth(t *testing.T, truthPath, stepsPath string, required ...st
 
 // compareWithTruth is checkAgainstTruth without the verdict: it logs each
 // field and returns the comparison.
+// readTruthAndSteps reads a job's own log and gpuprof's --jsonl steps.
+func readTruthAndSteps(t *testing.T, truthPath, stepsPath string) (truth, ours []validate.Row) {
+	t.Helper()
+	truth, err := validate.ReadJSONL(truthPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ours, err = validate.ReadJSONL(stepsPath); err != nil {
+		t.Fatal(err)
+	}
+	return truth, ours
+}
+
 func compareWithTruth(t *testing.T, truthPath, stepsPath string, required ...string) validate.Result {
 	t.Helper()
 	if len(required) == 0 {
 		required = []string{"period", "step_time", "compute_time"}
 	}
-	truth, err := validate.ReadJSONL(truthPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ours, err := validate.ReadJSONL(stepsPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	truth, ours := readTruthAndSteps(t, truthPath, stepsPath)
 	res := validate.Compare(truth, ours, 5, 0.05, required)
 	for _, f := range res.Fields {
 		t.Logf("%-14s truth %.6f gpuprof %.6f (%+.2f%%) required=%v", f.Name, f.Truth, f.Ours, 100*(f.Ours-f.Truth)/f.Truth, f.Required)

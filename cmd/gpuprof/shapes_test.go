@@ -117,14 +117,7 @@ func checkShape(t *testing.T, run shapeRun) {
 		t.Fatalf("attach: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 
-	truthRows, err := validate.ReadJSONL(truth)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ours, err := validate.ReadJSONL(steps)
-	if err != nil {
-		t.Fatal(err)
-	}
+	truthRows, ours := readTruthAndSteps(t, truth, steps)
 	inWindow := 0
 	for _, row := range truthRows {
 		if row.Start >= attachedAt && row.End <= detachedAt {
