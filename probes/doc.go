@@ -18,8 +18,9 @@
 //     batch and every pass of the loop (the controller interface, run.go):
 //     twinDecider (twins.go: which layer times a call both the runtime and
 //     the driver see), Records (recordsites.go: event records probed at
-//     their readers' call sites), Sampling (sampling.go, cpuonly.go: probes
-//     attached part of the time), poolLearner (poollearn.go).
+//     their readers' call sites), Sampling (sampling.go, samplewaits.go,
+//     cpuonly.go: probes attached part of the time), poolLearner
+//     (poollearn.go).
 //
 // Close order: cancel the reader, close it, wait for it, close links, close
 // the BPF objects.
