@@ -67,9 +67,10 @@ func (c *Correlator) goesOn(p *proposal) bool {
 			mine = append(mine, it)
 		}
 	}
-	for _, th := range collect(mine) {
-		ends, _ := clusters(th.toks, p.boundary.m, true)
-		return len(ends) > confirmClusters
+	threads := collect(mine) // the one thread, where it made calls since
+	if len(threads) == 0 {
+		return false
 	}
-	return false
+	ends, _ := clusters(threads[0].toks, p.boundary.m, true)
+	return len(ends) > confirmClusters
 }
