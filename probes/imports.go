@@ -1,8 +1,10 @@
 package probes
 
 import (
+	"bufio"
 	"debug/elf"
 	"encoding/binary"
+	"io"
 )
 
 // readImports maps the addresses through which a file calls functions of
@@ -12,22 +14,42 @@ import (
 // and each PLT entry (.plt, .plt.sec) that jumps through a slot. A call's
 // target then says which function it called (kernelsite.go: the
 // runtime's launch entry, or a stale call to something else).
-func readImports(ef *elf.File) map[uint64]string {
-	syms, err := ef.DynamicSymbols()
-	if err != nil {
+//
+// The relocations are streamed and the names read only for the slots of
+// functions: a C++ library's .rela.dyn holds mostly its vtables' and
+// data's relocations (symtab.go says why tables are not read whole).
+func readImports(ef *elf.File, ft *funcTable) map[uint64]string {
+	if len(ft.tables) == 0 || ft.tables[0].syms.Type != elf.SHT_DYNSYM {
 		return nil
 	}
+	dyn := ft.tables[0]
 	out := map[uint64]string{}
+	names := map[uint64]string{} // by symbol index: a function's slots share its name
 	for _, name := range []string{".rela.plt", ".rela.dyn"} {
-		_, data := section(ef, name)
-		for i := 0; i+24 <= len(data); i += 24 {
-			off, info := binary.LittleEndian.Uint64(data[i:]), binary.LittleEndian.Uint64(data[i+8:])
+		sec := ef.Section(name)
+		if sec == nil || sec.Type != elf.SHT_RELA {
+			continue
+		}
+		r := bufio.NewReaderSize(sec.Open(), 64<<10)
+		var b [24]byte // an Elf64_Rela
+		for {
+			if _, err := io.ReadFull(r, b[:]); err != nil {
+				break
+			}
+			off, info := binary.LittleEndian.Uint64(b[:]), binary.LittleEndian.Uint64(b[8:])
 			typ, sym := elf.R_X86_64(info&0xffffffff), info>>32
-			if (typ != elf.R_X86_64_JMP_SLOT && typ != elf.R_X86_64_GLOB_DAT) || sym == 0 || int(sym) > len(syms) {
+			if (typ != elf.R_X86_64_JMP_SLOT && typ != elf.R_X86_64_GLOB_DAT) || sym == 0 {
 				continue
 			}
-			if s := syms[sym-1]; elf.ST_TYPE(s.Info) == elf.STT_FUNC || s.Section == elf.SHN_UNDEF {
-				out[off] = s.Name
+			n, ok := names[sym]
+			if !ok {
+				if s, found := dyn.entry(sym); found && (elf.ST_TYPE(s.info) == elf.STT_FUNC || elf.SectionIndex(s.shndx) == elf.SHN_UNDEF) {
+					n = dyn.name(ft.file, s.name)
+				}
+				names[sym] = n
+			}
+			if n != "" {
+				out[off] = n
 			}
 		}
 	}

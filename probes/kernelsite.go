@@ -291,7 +291,7 @@ func callee(c codeAddr, inst x86asm.Inst) string {
 		return name
 	}
 	if sym := fs.symbolAt(target); sym != nil {
-		return sym.raw
+		return fs.funcs.raw(sym)
 	}
 	return ""
 }

@@ -66,7 +66,12 @@ func TestReadImports(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ef.Close()
-	imports := readImports(ef)
+	path := filepath.Join(dir, "demo-trainer")
+	fs := readFileSymbols(MappedFile{Path: path, HostPath: path})
+	if fs.err != nil {
+		t.Fatal(fs.err)
+	}
+	imports := fs.imports
 	var plt, got bool
 	for addr, name := range imports {
 		if name != "dlsym" {

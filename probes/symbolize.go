@@ -2,7 +2,8 @@ package probes
 
 import (
 	"debug/elf"
-	"errors"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -10,9 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ianlancetaylor/demangle"
-
-	"github.com/gpuprof/gpuprof/cudaapi"
 	"github.com/gpuprof/gpuprof/events"
 )
 
@@ -46,7 +44,7 @@ type procMappings struct {
 const namesMax = 1 << 18
 
 type fileSymbols struct {
-	syms   []funcSymbol // by address
+	funcs  *funcTable // nil where the file could not be read
 	loads  []elf.ProgHeader
 	interp bool // the Python interpreter's own code
 	err    error
@@ -54,12 +52,6 @@ type fileSymbols struct {
 	// address of their PLT entry and of their GOT slot (kernelsite.go
 	// reads where a call went).
 	imports map[uint64]string
-}
-
-type funcSymbol struct {
-	start, end uint64
-	raw        string // as the file has it
-	name       string // demangled without parameters, on first use ("" before)
 }
 
 func newSymbolizer(procRoot string) *symbolizer {
@@ -131,7 +123,7 @@ func (s *symbolizer) code(pid uint32, a uint64, now time.Time) (codeAddr, bool) 
 	}
 	c.file = fs
 	if sym := fs.symbol(c.off); sym != nil {
-		c.symbol = sym.raw
+		c.symbol = fs.funcs.raw(sym)
 	}
 	return c, true
 }
@@ -207,35 +199,26 @@ var interpFile = regexp.MustCompile(`^(lib)?python[0-9.]*(d|m)?(\.so.*)?$`)
 
 func readFileSymbols(f MappedFile) *fileSymbols {
 	fs := &fileSymbols{interp: interpFile.MatchString(f.Base())}
-	ef, err := elf.Open(f.HostPath)
+	file, err := os.Open(f.HostPath)
 	if err != nil {
 		fs.err = err
 		return fs
 	}
-	defer ef.Close()
+	ef, err := elf.NewFile(file)
+	if err != nil {
+		file.Close()
+		fs.err = err
+		return fs
+	}
 	for _, p := range ef.Progs {
 		if p.Type == elf.PT_LOAD {
 			fs.loads = append(fs.loads, p.ProgHeader)
 		}
 	}
-	fs.imports = readImports(ef)
-	seen := map[uint64]bool{}
-	for _, read := range []func() ([]elf.Symbol, error){ef.DynamicSymbols, ef.Symbols} {
-		syms, err := read()
-		if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
-			continue
-		}
-		for _, sym := range syms {
-			t := elf.ST_TYPE(sym.Info)
-			if (t != elf.STT_FUNC && t != elf.STT_GNU_IFUNC) || sym.Value == 0 || sym.Section == elf.SHN_UNDEF || seen[sym.Value] {
-				continue
-			}
-			seen[sym.Value] = true
-			size := max(sym.Size, 1)
-			fs.syms = append(fs.syms, funcSymbol{start: sym.Value, end: sym.Value + size, raw: cudaapi.StripVersion(sym.Name)})
-		}
-	}
-	slices.SortFunc(fs.syms, func(a, b funcSymbol) int { return cmpU64(a.start, b.start) })
+	start := time.Now()
+	fs.funcs = readFuncTable(file, ef)
+	fs.imports = readImports(ef, fs.funcs)
+	slog.Debug("symbols read", "file", f.Base(), "functions", len(fs.funcs.syms), "imports", len(fs.imports), "took", time.Since(start))
 	return fs
 }
 
@@ -246,20 +229,16 @@ func (fs *fileSymbols) lookup(off uint64) (string, bool) {
 	if sym == nil {
 		return "", false
 	}
-	if sym.name == "" {
-		sym.name = demangle.Filter(sym.raw, demangle.NoParams)
-	}
-	return sym.name, true
+	return fs.funcs.short(sym), true
 }
 
 // symbolAt is the function symbol holding the file's own address vaddr,
 // nil where none.
 func (fs *fileSymbols) symbolAt(vaddr uint64) *funcSymbol {
-	i := sort.Search(len(fs.syms), func(i int) bool { return fs.syms[i].start > vaddr }) - 1
-	if i < 0 || vaddr >= fs.syms[i].end {
+	if fs.funcs == nil {
 		return nil
 	}
-	return &fs.syms[i]
+	return fs.funcs.at(vaddr)
 }
 
 // vaddr is file offset off as an address of the file's own (its ELF

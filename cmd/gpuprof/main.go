@@ -51,7 +51,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var err error
+	endProfile, err := startSelfProfile()
+	if err != nil {
+		fmt.Fprintf(stderr, "gpuprof: %v\n", err)
+		return 1
+	}
+	defer endProfile()
 	switch args[0] {
 	case "attach":
 		err = attachCmd(ctx, args[1:], stdout, stderr)
