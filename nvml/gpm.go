@@ -44,6 +44,12 @@ type gpmState struct {
 // two samples, once: the first round then has no GPM values (nothing to
 // difference against yet).
 func (s *Sampler) setupGPM() {
+	if s.cfg.GPMEvery < 0 {
+		for _, g := range s.gpus {
+			g.unsupported.add(fGPM) // asked not to: no notice
+		}
+		return
+	}
 	if s.lib.Extensions().LookupSymbol(symGpmSupport) != nil {
 		for _, g := range s.gpus {
 			g.unsupported.add(fGPM)

@@ -17,7 +17,7 @@ import (
 type Config struct {
 	Interval    time.Duration // between sampling rounds; default 100ms
 	CallTimeout time.Duration // bound on every NVML call; default 1s
-	GPMEvery    time.Duration // GPM samples at most this often; default 500ms (gpm.go)
+	GPMEvery    time.Duration // GPM samples at most this often; 0: 500ms (gpm.go); negative: no GPM
 	GPUs        []int         // NVML indexes to sample; nil: all
 	Log         *slog.Logger  // default slog.Default()
 	Now         func() uint64 // CLOCK_MONOTONIC ns, safe to call from any goroutine; default clock_gettime
@@ -30,7 +30,7 @@ func (c Config) withDefaults() Config {
 	if c.CallTimeout <= 0 {
 		c.CallTimeout = time.Second
 	}
-	if c.GPMEvery <= 0 {
+	if c.GPMEvery == 0 {
 		c.GPMEvery = gpmEvery
 	}
 	if c.Log == nil {

@@ -131,3 +131,25 @@ func TestGPMEvery(t *testing.T) {
 		t.Errorf("%d GPM metric reads over samples not from consecutive periods", h.GpmBad.Load())
 	}
 }
+
+// TestGPMTurnedOff: a negative GPMEvery (--nvml-gpm-interval 0) takes no GPM
+// sample at all, and the round's other fields are still read.
+func TestGPMTurnedOff(t *testing.T) {
+	h := nvmlfake.NewHost()
+	clock := newFakeClock()
+	clock.step.Store(0)
+	s, _ := newSampler(t, h, Config{Now: clock.Now, GPMEvery: -1})
+	for range 8 {
+		clock.now.Add(int64(100 * time.Millisecond))
+		smp := s.Sample()[0]
+		if events.Has(smp.SMActive) {
+			t.Fatalf("SM activity %v with GPM off", smp.SMActive)
+		}
+		if !events.Has(smp.GPUUtil) {
+			t.Fatalf("no utilization with GPM off: %+v", smp)
+		}
+	}
+	if n := len(h.Devs[0].GpmSampleGetCalls()); n != 0 {
+		t.Errorf("%d GPM samples with GPM off, want none", n)
+	}
+}

@@ -19,12 +19,14 @@ import (
 type gpuFlags struct {
 	noNVML   bool
 	interval time.Duration
+	gpm      time.Duration
 	groups   []string
 }
 
 func (g *gpuFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&g.noNVML, "no-nvml", false, "do not read the GPUs' hardware state (NVML)")
-	fs.DurationVar(&g.interval, "nvml-interval", 100*time.Millisecond, "how often each GPU's hardware state is read (NVML, apart from CUDA: it costs the job nothing)")
+	fs.DurationVar(&g.interval, "nvml-interval", 100*time.Millisecond, "how often each GPU's hardware state is read (NVML, apart from CUDA)")
+	fs.DurationVar(&g.gpm, "nvml-gpm-interval", 500*time.Millisecond, "how often GPM (SM, tensor and DRAM activity, Hopper and newer) is sampled, at most; 0: no GPM")
 	fs.StringArrayVar(&g.groups, "group", nil, "name a set of GPUs for per-group aggregates, e.g. target=0-4 (repeat for several)")
 }
 
@@ -56,7 +58,14 @@ func openGPUs(g *gpuFlags, forGPUs bool) (*gpuWatch, error) {
 		}
 		return &gpuWatch{}, nil
 	}
-	s, err := nvml.New(nvml.Open(), nvml.Config{Interval: g.interval})
+	if g.gpm < 0 {
+		return nil, usageErr("--nvml-gpm-interval %v: give a duration, 0 for no GPM", g.gpm)
+	}
+	gpm := g.gpm
+	if gpm == 0 {
+		gpm = -1 // nvml.Config's "no GPM"
+	}
+	s, err := nvml.New(nvml.Open(), nvml.Config{Interval: g.interval, GPMEvery: gpm})
 	if err != nil {
 		if forGPUs {
 			return nil, fmt.Errorf("--gpus needs NVML: %w", err)
