@@ -1,10 +1,8 @@
 package probes
 
 import (
-	"bufio"
 	"debug/elf"
 	"encoding/binary"
-	"io"
 )
 
 // readImports maps the addresses through which a file calls functions of
@@ -30,16 +28,11 @@ func readImports(ef *elf.File, ft *funcTable) map[uint64]string {
 		if sec == nil || sec.Type != elf.SHT_RELA {
 			continue
 		}
-		r := bufio.NewReaderSize(sec.Open(), 64<<10)
-		var b [24]byte // an Elf64_Rela
-		for {
-			if _, err := io.ReadFull(r, b[:]); err != nil {
-				break
-			}
-			off, info := binary.LittleEndian.Uint64(b[:]), binary.LittleEndian.Uint64(b[8:])
+		eachRecord(sec, 24, func(b []byte) { // an Elf64_Rela; a section cut short keeps what was read
+			off, info := binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:])
 			typ, sym := elf.R_X86_64(info&0xffffffff), info>>32
 			if (typ != elf.R_X86_64_JMP_SLOT && typ != elf.R_X86_64_GLOB_DAT) || sym == 0 {
-				continue
+				return
 			}
 			n, ok := names[sym]
 			if !ok {
@@ -51,7 +44,7 @@ func readImports(ef *elf.File, ft *funcTable) map[uint64]string {
 			if n != "" {
 				out[off] = n
 			}
-		}
+		})
 	}
 	for _, name := range []string{".plt.sec", ".plt"} {
 		sec, data := section(ef, name)

@@ -116,16 +116,22 @@ func (s *symbolizer) code(pid uint32, a uint64, now time.Time) (codeAddr, bool) 
 	}
 	f := m.file(s.procRoot, int(pid))
 	c := codeAddr{module: f.Base(), path: f.HostPath, off: a - m.start + m.offset}
-	fs := s.files[f.Key()]
-	if fs == nil {
-		fs = readFileSymbols(f)
-		s.files[f.Key()] = fs
-	}
+	fs := s.file(f)
 	c.file = fs
 	if sym := fs.symbol(c.off); sym != nil {
 		c.symbol = fs.funcs.raw(sym)
 	}
 	return c, true
+}
+
+// file is what is known of f's symbols, read the first time. Under mu.
+func (s *symbolizer) file(f MappedFile) *fileSymbols {
+	fs := s.files[f.Key()]
+	if fs == nil {
+		fs = readFileSymbols(f)
+		s.files[f.Key()] = fs
+	}
+	return fs
 }
 
 // forget drops what is known of a process that exited.
@@ -173,11 +179,7 @@ func (s *symbolizer) name(pid uint32, p *procMappings, a uint64, now time.Time) 
 	f := m.file(s.procRoot, int(pid))
 	off := a - m.start + m.offset
 	frame := events.NativeFrame{Module: f.Base(), Offset: off}
-	fs := s.files[f.Key()]
-	if fs == nil {
-		fs = readFileSymbols(f)
-		s.files[f.Key()] = fs
-	}
+	fs := s.file(f)
 	frame.Interp = fs.interp
 	if name, ok := fs.lookup(off); ok {
 		frame.Func, frame.Offset = name, 0

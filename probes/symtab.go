@@ -70,18 +70,29 @@ func (s elfSym) function() bool {
 // each calls fn with each entry of the table, index 0 (the null symbol)
 // left out.
 func (t symTable) each(fn func(i int, s elfSym)) error {
-	r := bufio.NewReaderSize(t.syms.Open(), 64<<10)
-	var b [elfSymSize]byte
-	for i := 0; ; i++ {
-		if _, err := io.ReadFull(r, b[:]); err != nil {
+	i := 0
+	return eachRecord(t.syms, elfSymSize, func(b []byte) {
+		if i > 0 {
+			fn(i, decodeSym(b))
+		}
+		i++
+	})
+}
+
+// eachRecord calls fn with each size-byte record of sec, streamed: a big
+// C++ library's tables and relocations are tens of MB. A section cut
+// short ends at its last whole record.
+func eachRecord(sec *elf.Section, size int, fn func(b []byte)) error {
+	r := bufio.NewReaderSize(sec.Open(), 64<<10)
+	b := make([]byte, size)
+	for {
+		if _, err := io.ReadFull(r, b); err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 				return nil
 			}
 			return err
 		}
-		if i > 0 {
-			fn(i, decodeSym(b[:]))
-		}
+		fn(b)
 	}
 }
 
