@@ -38,6 +38,14 @@ A configuration whose flags hold "@bin=PATH" runs the gpuprof at PATH
 instead of GPUPROF: two builds measured in turn in one run, so that the
 job's drift cancels between them as it does between on and off.
 
+A configuration whose flags hold "@freeze=S" stops gpuprof (SIGSTOP) S s
+into the window and lets it go on (SIGCONT) just before the SIGINT at its
+end: the probes stay in the job and run, their ring buffer fills (what they
+emit is then counted lost), while gpuprof's own threads (draining,
+correlating, NVML, rescans) do nothing. Against the same flags unfrozen, it
+tells the cost of the probes' traps in the job from the cost of gpuprof's
+own work on the machine.
+
 A configuration whose flags are just "@idle" runs `sleep` for the window
 instead of gpuprof: the same "on" window with nothing attached, which
 measures what the alternation itself does to the comparison. With one, each
@@ -384,6 +392,7 @@ def window(name, flags):
     r = None
     poll = Poller(None)
     gp = tp = None
+    freeze = None
     if flags == ["@idle"]:
         r = subprocess.Popen(pin_gpuprof + ["sleep", str(secs_)])
     elif flags == ["@torchprof"]:
@@ -399,7 +408,8 @@ def window(name, flags):
             target = [a for p in ranks() for a in ("--pid", str(p))]
             flags = [f for f in flags if f != "@ranks"]
         binary = next((f.removeprefix("@bin=") for f in flags if f.startswith("@bin=")), args.gpuprof)
-        flags = [f for f in flags if not f.startswith("@bin=")]
+        freeze = next((float(f.removeprefix("@freeze=")) for f in flags if f.startswith("@freeze=")), None)
+        flags = [f for f in flags if not f.startswith(("@bin=", "@freeze="))]
         # -d a backstop: the window ends it with a SIGINT at its nominal
         # end, so that the detach is timed from there.
         base = os.path.join(args.logs or tmp, f"w{len(spans) + 1:03d}-{name}")
@@ -413,6 +423,10 @@ def window(name, flags):
     # The truth process's CPU and switches over the steady part of the
     # window: from --learn s in (an off window: 0.5 s) to 0.5 s before its end.
     samples, steal, threads = [], [], []
+    if gp is not None and freeze is not None:
+        poll.until(t0 / 1e9 + freeze)
+        if r.poll() is None:
+            r.send_signal(signal.SIGSTOP)
     for at in (LEARN if flags is not None else 0.5, secs_ - 0.5):
         poll.until(t0 / 1e9 + at)
         samples.append(proc_cpu(logger))
@@ -436,6 +450,8 @@ def window(name, flags):
         poll.until(t0 / 1e9 + secs_)
         gp["sigint"] = time.monotonic_ns()
         if r.poll() is None:
+            if freeze is not None:
+                r.send_signal(signal.SIGCONT)
             r.send_signal(signal.SIGINT)
         deadline = time.monotonic() + 60
         while r.poll() is None and time.monotonic() < deadline:
