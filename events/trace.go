@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/gpuprof/gpuprof/cudaapi"
+	"github.com/gpuprof/gpuprof/internal/outfile"
 )
 
 // A trace is a file of events, one JSON object a line after a header line,
@@ -79,7 +80,7 @@ type TraceWriter struct {
 
 // CreateTrace creates path and writes the header.
 func CreateTrace(path string, h TraceHeader) (*TraceWriter, error) {
-	f, err := os.Create(path)
+	f, err := outfile.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("create trace: %w", err)
 	}

@@ -133,6 +133,9 @@ func openSession(f *profileFlags) (*probes.Session, error) {
 	if _, err := correlate.New(f.correlateConfig()); err != nil {
 		return nil, err
 	}
+	if err := f.checkInput(); err != nil {
+		return nil, err
+	}
 	if err := probes.CheckPrivileges(); err != nil {
 		return nil, err
 	}
