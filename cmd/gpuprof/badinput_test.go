@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuprof/gpuprof/events"
 	"github.com/gpuprof/gpuprof/internal/testenv"
 	"github.com/gpuprof/gpuprof/validate"
 )
@@ -161,7 +163,6 @@ func TestMalformedInput(t *testing.T) {
 		{[]string{"--pool-interval", "abc"}, "must be a duration"},
 		{[]string{"--rescan-interval", "1"}, "must be a duration"},
 		{[]string{"--launch-duty", "-0.5"}, "fraction from 0 to 1"},
-		{[]string{"--pyroscope", "127.0.0.1:4040"}, "give an http:// or https:// URL"},
 		{[]string{"--metrics-addr", "99999"}, "give a port"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
@@ -171,6 +172,7 @@ func TestMalformedInput(t *testing.T) {
 	if os.Geteuid() == 0 { // checked once the privileges are
 		oneLine(t, gpuprof(t, "attach", "--pid", pid, "--nvml-interval", "0"), 2, "--nvml-interval 0s: give a positive duration")
 		oneLine(t, gpuprof(t, "attach", "--pid", pid, "--pool-interval", "0"), 2, "--pool-interval 0s: give a positive duration")
+		oneLine(t, gpuprof(t, "attach", "--pid", pid, "--pyroscope", "127.0.0.1:4040"), 2, "give an http:// or https:// URL")
 	}
 	if err := sleep.Process.Signal(syscall.Signal(0)); err != nil {
 		t.Errorf("the target did not outlive the refusals: %v", err)
@@ -233,10 +235,10 @@ func errorsOf(errs ...error) error {
 	return nil
 }
 
-// TestFullDisk: --jsonl on a file system that fills up. gpuprof goes on
+// TestFullDisk: --jsonl, then --record, on a file system that fills up. gpuprof goes on
 // to the end of its run (-d), as it would for the live line, the other
 // outputs and the summary, then says so in one line and exits 1; the
-// steps written before stay whole lines; the demo runs on to its end,
+// steps (events) written before stay whole lines; the demo runs on to its end,
 // detached from.
 func TestFullDisk(t *testing.T) {
 	testenv.RequireRoot(t)
@@ -245,18 +247,17 @@ func TestFullDisk(t *testing.T) {
 		testenv.Skip(t, "needs to mount a tmpfs: %v: %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
-	demo := testenv.StartDemo(t, "--steps", "500", "--start-delay", "0.3")
+	demo := testenv.StartDemo(t, "--steps", "800", "--start-delay", "0.3")
 	steps := filepath.Join(dir, "steps.jsonl")
 	r := gpuprof(t, "attach", "-q", "--pid", itoa(demo.PID()), "--jsonl", steps, "-d", "2s")
 	r.stderr = withoutNVMLWarning(r.stderr)
 	oneLine(t, r, 1, "write "+steps+": no space left on device: the steps before it are kept, whole")
-	f, err := os.Open(steps)
+	b, err := os.ReadFile(steps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	lines := 0
-	for sc := bufio.NewScanner(f); sc.Scan(); lines++ {
+	for sc := bufio.NewScanner(bytes.NewReader(b)); sc.Scan(); lines++ {
 		var step map[string]any
 		if err := json.Unmarshal(sc.Bytes(), &step); err != nil {
 			t.Fatalf("line %d of the steps written before the disk filled: %v", lines+1, err)
@@ -265,15 +266,26 @@ func TestFullDisk(t *testing.T) {
 	if lines == 0 {
 		t.Error("no step kept")
 	}
+	if !strings.Contains(r.stdout, "steps") {
+		t.Errorf("no summary:\n%s", r.stdout)
+	}
+
+	// The same for --record, attached again: the events written before
+	// stay whole lines, a trace gpuprof replay reads.
+	os.Remove(steps)
+	trace := filepath.Join(dir, "trace.jsonl")
+	r = gpuprof(t, "attach", "-q", "--pid", itoa(demo.PID()), "--record", trace, "-d", "1s")
+	r.stderr = withoutNVMLWarning(r.stderr)
+	oneLine(t, r, 1, "write "+trace+": no space left on device: the events before it are kept, whole")
+	if _, evs, _, err := events.ReadTrace(trace); err != nil || len(evs) == 0 {
+		t.Errorf("the trace written before the disk filled: %d events, %v", len(evs), err)
+	}
 	if err := demo.Cmd.Process.Signal(syscall.Signal(0)); err != nil {
 		t.Errorf("the demo did not outlive gpuprof: %v", err)
 	}
 	demo.Wait(t, 20*time.Second)
-	if rows, err := validate.ReadJSONL(demo.Truth); err != nil || len(rows) != 500 {
-		t.Errorf("the demo logged %d steps (%v), want all 500", len(rows), err)
-	}
-	if !strings.Contains(r.stdout, "steps") {
-		t.Errorf("no summary:\n%s", r.stdout)
+	if rows, err := validate.ReadJSONL(demo.Truth); err != nil || len(rows) != 800 {
+		t.Errorf("the demo logged %d steps (%v), want all 800", len(rows), err)
 	}
 }
 
@@ -336,7 +348,8 @@ func TestPyroscopeGoneMidRun(t *testing.T) {
 	if n := strings.Count(res.stderr, "upload failed; profiling goes on"); n != 1 {
 		t.Errorf("%d warnings about the failing pushes, want one:\n%s", n, res.stderr)
 	}
-	if m := regexp.MustCompile(`attached [0-9.]+s, (\d+) steps`).FindStringSubmatch(res.stdout); m == nil || m[1] < "500" || len(m[1]) != 3 {
+	m := regexp.MustCompile(`attached [0-9.]+s, (\d+) steps`).FindStringSubmatch(res.stdout)
+	if n, _ := strconv.Atoi(safeIndex(m, 1)); n < 500 {
 		t.Errorf("the run did not go on to the demo's end (600 steps):\n%s", res.stdout)
 	}
 	if !strings.Contains(res.stdout, " failed") || strings.Contains(res.stdout, " 0 failed") {

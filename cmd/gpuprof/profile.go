@@ -287,6 +287,9 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		_, now := monoToWall()
 		out.traceErr = recordKernelCounts(trace, kl, now())
 	}
+	if trace != nil && out.traceErr == nil {
+		out.traceErr = trace.Close() // its last write: a full disk shows here
+	}
 	outErr := finish()
 	if rec != nil {
 		outErr = errors.Join(outErr, rec.close())

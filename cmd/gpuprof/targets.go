@@ -42,13 +42,24 @@ func notAttached(err error) string {
 	return fmt.Sprintf("gpuprof: not attached: %v", err)
 }
 
-// dropAmbientCaps clears this thread's ambient capabilities, so that a job
-// gpuprof run starts from it gets none of those gpuprof was given to
-// trace it (setpriv --ambient-caps, a capability-aware launcher): the job
-// runs with its user's own privileges. Capabilities are a thread's, and
-// the job is forked from this one (startStopped locks it).
+// dropAmbientCaps clears this thread's ambient and inheritable
+// capabilities, so that a job gpuprof run starts from it gets none of
+// those gpuprof was given to trace it (setpriv --ambient-caps, a
+// capability-aware launcher): the job runs with its user's own
+// privileges. Capabilities are a thread's, and the job is forked from
+// this one (startStopped locks it); gpuprof's own effective set stays.
 func dropAmbientCaps() {
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
 		slog.Warn("the job may get gpuprof's ambient capabilities", "err", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	err := unix.Capget(&hdr, &data[0])
+	if err == nil {
+		data[0].Inheritable, data[1].Inheritable = 0, 0
+		err = unix.Capset(&hdr, &data[0])
+	}
+	if err != nil {
+		slog.Warn("the job may get gpuprof's inheritable capabilities", "err", err)
 	}
 }

@@ -20,9 +20,11 @@ import (
 // Create opens path for writing from its start, as os.Create does, but
 // refuses a symbolic link to a file (a link to a device or pipe, such as
 // /dev/stdout, is written through), a file with other hard links, and
-// another user's file. It truncates only once those are checked.
+// another user's file. It truncates only once those are checked. The
+// file is open for reading too: a writer cut short (a full disk) reads
+// back to its last whole record (events.TraceWriter).
 func Create(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o644)
 	if errors.Is(err, syscall.ELOOP) {
 		return openLink(path)
 	}
