@@ -54,6 +54,7 @@ func TestRefusesZombie(t *testing.T) {
 // script named init, and the same script named trainer.
 func TestRefusesInit(t *testing.T) {
 	testenv.RequireRoot(t)
+	needTools(t, "unshare")
 	dir := t.TempDir()
 	script := "#!/bin/sh\n\"$@\"\n" // runs gpuprof as its child, and waits
 	for _, name := range []string{"init", "trainer"} {
@@ -101,6 +102,7 @@ kill $q`
 // /proc/PID/stat, read once the pidfd holds the process, differs).
 func TestRefusesReusedPID(t *testing.T) {
 	testenv.RequireRoot(t)
+	needTools(t, "unshare")
 	bin, err := hookBin()
 	if err != nil {
 		t.Fatal(err)
@@ -381,4 +383,14 @@ func procState(pid int) string {
 		return f[0]
 	}
 	return ""
+}
+
+// needTools skips loudly where a tool a test runs is missing.
+func needTools(t *testing.T, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			testenv.Skip(t, "needs %s(1)", tool)
+		}
+	}
 }

@@ -27,6 +27,7 @@ import (
 // not.
 func TestRefusesOtherUsersTarget(t *testing.T) {
 	testenv.RequireRoot(t)
+	needTools(t, "setpriv")
 	nobody := startCmd(t, exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "30"))
 	pid := itoa(nobody.Process.Pid)
 	waitFor(t, func() bool { return procComm(nobody.Process.Pid) == "sleep" }, "setpriv to exec sleep")
@@ -53,6 +54,7 @@ func TestRefusesOtherUsersTarget(t *testing.T) {
 // --allow-other-container, and attached to by its PID here with it.
 func TestRefusesOtherContainersTarget(t *testing.T) {
 	testenv.RequireRoot(t)
+	needTools(t, "unshare")
 	sandbox := startCmd(t, exec.Command("unshare", "--pid", "--fork", "--mount-proc", "sleep", "30"))
 	var inside int
 	waitFor(t, func() bool {
@@ -143,6 +145,7 @@ func sharedBinary(t *testing.T) (bin, dir string) {
 // started by gpuprof run gets none of gpuprof's capabilities.
 func TestCapabilities(t *testing.T) {
 	testenv.RequireRoot(t)
+	needTools(t, "setpriv")
 	bin, dir := sharedBinary(t)
 	// The demo is root's: --allow-other-user, as a non-root user with
 	// the capabilities attaching to a job started by root or a launcher.
