@@ -2,6 +2,7 @@ package events
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/gpuprof/gpuprof/cudaapi"
+	"github.com/gpuprof/gpuprof/internal/outfile"
 )
 
 // A trace is a file of events, one JSON object a line after a header line,
@@ -71,15 +73,17 @@ func (k Kind) TraceName() string { return kindNames[k] }
 
 // TraceWriter writes events to a trace file.
 type TraceWriter struct {
-	f   *os.File
-	gz  *gzip.Writer
-	buf *bufio.Writer
-	enc *json.Encoder
+	f      *os.File
+	gz     *gzip.Writer
+	buf    *bufio.Writer
+	enc    *json.Encoder
+	err    error // the first write's failure (a full disk): nothing is written after it
+	closed bool
 }
 
 // CreateTrace creates path and writes the header.
 func CreateTrace(path string, h TraceHeader) (*TraceWriter, error) {
-	f, err := os.Create(path)
+	f, err := outfile.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("create trace: %w", err)
 	}
@@ -109,14 +113,61 @@ func (w *TraceWriter) Write(e *Event) error {
 	} else if e.API >= cudaapi.UserBase {
 		l.API = fmt.Sprintf("user:%d", e.API-cudaapi.UserBase)
 	}
-	return w.enc.Encode(&l)
+	if w.err != nil {
+		return w.err
+	}
+	if err := w.enc.Encode(&l); err != nil {
+		w.fail(err)
+		return w.err
+	}
+	return nil
 }
 
-// Close flushes and closes the file.
-func (w *TraceWriter) Close() error {
-	err := w.buf.Flush()
+// fail keeps err, and cuts an uncompressed trace back to its last whole
+// line: the events written before stay readable (gpuprof replay). A
+// compressed one ends where its stream was cut.
+func (w *TraceWriter) fail(err error) {
 	if w.gz != nil {
-		err = errors.Join(err, w.gz.Close())
+		w.err = fmt.Errorf("%w: the compressed trace ends where it was cut", err)
+		return
+	}
+	w.err = fmt.Errorf("%w: the events before it are kept, whole; no more are written", err)
+	if cerr := cutToLastLine(w.f); cerr != nil {
+		w.err = errors.Join(err, cerr)
+	}
+}
+
+// cutToLastLine truncates f after its last newline, looking back at most
+// a MiB.
+func cutToLastLine(f *os.File) error {
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	from := max(0, st.Size()-1<<20)
+	tail := make([]byte, st.Size()-from)
+	if _, err := f.ReadAt(tail, from); err != nil {
+		return err
+	}
+	return f.Truncate(from + int64(bytes.LastIndexByte(tail, '\n')+1))
+}
+
+// Close flushes and closes the file; called again, it does nothing.
+func (w *TraceWriter) Close() error {
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	if w.err != nil {
+		return w.f.Close() // the failure was returned by Write
+	}
+	err := w.buf.Flush()
+	if err == nil && w.gz != nil {
+		err = w.gz.Close()
+	}
+	if err != nil {
+		w.fail(err)
+		err = w.err
 	}
 	return errors.Join(err, w.f.Close())
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/gpuprof/gpuprof/correlate"
+	"github.com/gpuprof/gpuprof/internal/outfile"
 )
 
 // DefaultMaxBytes is the file's bound where Options.MaxBytes is 0.
@@ -78,7 +79,7 @@ type Writer struct {
 
 // Create creates the file at path and returns a Writer to it.
 func Create(path string, o Options) (*Writer, error) {
-	f, err := os.Create(path)
+	f, err := outfile.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("create trace file: %w", err)
 	}

@@ -250,6 +250,12 @@ func (s *Session) Attach(pid int) ([]LibraryPlan, error) {
 		}
 		return nil, fmt.Errorf("open PID %d: %w", pid, err)
 	}
+	return s.attachFD(pid, fd)
+}
+
+// attachFD attaches to pid, held by its pidfd fd (which the session then
+// owns).
+func (s *Session) attachFD(pid, fd int) ([]LibraryPlan, error) {
 	t := &target{pid: pid, pidfd: fd, libs: map[string]*attachedLib{}, attached: time.Now()}
 	s.mu.Lock()
 	s.targets[pid] = t

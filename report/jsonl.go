@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/gpuprof/gpuprof/correlate"
+	"github.com/gpuprof/gpuprof/internal/outfile"
 )
 
 // stepRecord is one line of --jsonl. Field names follow the workloads'
@@ -58,11 +59,15 @@ type JSONL struct {
 	f   *os.File
 	buf *bufio.Writer
 	enc *json.Encoder
+	// whole is how many bytes of whole lines the file holds; failed, that
+	// a write failed (a full disk), the file cut back to them.
+	whole  int64
+	failed bool
 }
 
 // CreateJSONL creates (or truncates) path.
 func CreateJSONL(path string) (*JSONL, error) {
-	f, err := os.Create(path)
+	f, err := outfile.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("create %s: %w", path, err)
 	}
@@ -110,13 +115,30 @@ func (j *JSONL) Write(s correlate.Step) error {
 		}
 		r.Phases[p.Phase] += float64(p.EndNS-p.StartNS) / 1e9
 	}
+	if j.failed {
+		return errors.New("write step: an earlier write failed")
+	}
 	if err := j.enc.Encode(r); err != nil {
 		return fmt.Errorf("write step: %w", err)
 	}
-	return j.buf.Flush()
+	n := j.buf.Buffered()
+	if err := j.buf.Flush(); err != nil {
+		// What was written before stays readable: no half line at its
+		// end.
+		j.failed = true
+		if terr := j.f.Truncate(j.whole); terr != nil {
+			return errors.Join(err, terr)
+		}
+		return fmt.Errorf("%w: the steps before it are kept, whole; no more are written", err)
+	}
+	j.whole += int64(n)
+	return nil
 }
 
 // Close flushes and closes the file.
 func (j *JSONL) Close() error {
+	if j.failed {
+		return j.f.Close() // the failure was returned by Write
+	}
 	return errors.Join(j.buf.Flush(), j.f.Close())
 }

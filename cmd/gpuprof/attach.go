@@ -23,6 +23,7 @@ func attachCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 type attachFlags struct {
 	pids []int
 	gpus string
+	who  targetFlags
 	f    profileFlags
 }
 
@@ -33,6 +34,7 @@ func parseAttach(cmd string, args []string, stderr io.Writer) (*attachFlags, err
 	var a attachFlags
 	fs.IntSliceVarP(&a.pids, "pid", "p", nil, "the process to attach to (repeat for several)")
 	fs.StringVar(&a.gpus, "gpus", "", "attach to every process with a compute context on these GPUs: all, or NVML indexes such as 0,2-3")
+	a.who.register(fs)
 	a.f.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
@@ -61,12 +63,20 @@ type profileFunc func(ctx context.Context, sess *probes.Session, pids []int, f *
 // attach loads the probes, finds the --gpus processes, attaches to every
 // target and profiles them with prof.
 func (a *attachFlags) attach(ctx context.Context, stdout, stderr io.Writer, prof profileFunc) error {
-	f, pids := &a.f, a.pids
+	f, pids := &a.f, slices.Clone(a.pids)
 	sess, err := openSession(f)
 	if err != nil {
 		return err
 	}
 	defer sess.Close()
+	// The named targets checked before anything else is started; each is
+	// attached to only if its PID still names it then (AttachTarget).
+	targets := map[int]probes.Target{}
+	for _, pid := range pids {
+		if targets[pid], err = a.who.lookupTarget(pid); err != nil {
+			return err
+		}
+	}
 	f.stepBack()
 	gw, err := openGPUs(&f.gpu, a.gpus != "")
 	if err != nil {
@@ -92,10 +102,29 @@ func (a *attachFlags) attach(ctx context.Context, stdout, stderr io.Writer, prof
 			}
 		}
 	}
+	var attached []int
 	for _, pid := range pids {
-		if _, err := sess.Attach(pid); err != nil {
+		t, ok := targets[pid]
+		err := error(nil)
+		if !ok { // found on a GPU
+			t, err = a.who.lookupTarget(pid)
+		}
+		if err == nil {
+			_, err = sess.AttachTarget(t)
+		}
+		if err != nil && !slices.Contains(a.pids, pid) {
+			// Found on a GPU (--gpus), not named: the others go on.
+			fmt.Fprintln(stderr, notAttached(err))
+			continue
+		}
+		if err != nil {
 			return err
 		}
+		attached = append(attached, pid)
 	}
+	if len(attached) == 0 {
+		return fmt.Errorf("no process on GPU %s could be attached to (see above)", a.gpus)
+	}
+	pids = attached
 	return prof(ctx, sess, pids, f, gw, stdout, stderr)
 }

@@ -28,6 +28,11 @@ func probesCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Only read, not attached to: any user's, any container's, but no
+	// kernel thread, zombie or init.
+	if _, err := probes.LookupTarget("/proc", *pid, probes.TargetPolicy{OtherUser: true, OtherContainer: true}); err != nil {
+		return err
+	}
 	files, err := probes.ExecutableFiles("/proc", *pid)
 	if err != nil {
 		if _, statErr := os.Stat(fmt.Sprintf("/proc/%d", *pid)); statErr != nil {

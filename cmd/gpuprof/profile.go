@@ -133,6 +133,9 @@ func openSession(f *profileFlags) (*probes.Session, error) {
 	if _, err := correlate.New(f.correlateConfig()); err != nil {
 		return nil, err
 	}
+	if err := f.checkInput(); err != nil {
+		return nil, err
+	}
 	if err := probes.CheckPrivileges(); err != nil {
 		return nil, err
 	}
@@ -283,6 +286,9 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	if trace != nil && out.traceErr == nil {
 		_, now := monoToWall()
 		out.traceErr = recordKernelCounts(trace, kl, now())
+	}
+	if trace != nil && out.traceErr == nil {
+		out.traceErr = trace.Close() // its last write: a full disk shows here
 	}
 	outErr := finish()
 	if rec != nil {

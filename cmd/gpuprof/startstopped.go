@@ -19,6 +19,7 @@ func startStopped(newCmd func() *exec.Cmd, attach func(pid int) error) (*exec.Cm
 	// ptrace requests must come from the thread that started the tracee.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	dropAmbientCaps()
 	cmd := newCmd()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true}
 	if err := cmd.Start(); err != nil {
