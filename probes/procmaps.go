@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // MappedFile is a file a process has mapped with execute permission.
@@ -53,12 +55,28 @@ type mapping struct {
 	start, end, offset uint64
 	perms, dev, path   string // path without " (deleted)"; "" for anonymous memory
 	inode              uint64
+	deleted            bool // the file's name is gone (maps says "(deleted)")
 }
 
-// file is the file mapped, reached from here through /proc/PID/root.
+// file is the file mapped, reached from here through /proc/PID/root; or,
+// where its path no longer names it (deleted, or replaced by a rename
+// over it: an upgrade under a running job), through the mapping's own
+// link in /proc/PID/map_files, which needs CAP_SYS_ADMIN to follow: a
+// uprobe on the file the path names now would never fire in the process.
 func (m mapping) file(procRoot string, pid int) MappedFile {
-	return MappedFile{Path: m.path, Dev: m.dev, Inode: m.inode,
+	f := MappedFile{Path: m.path, Dev: m.dev, Inode: m.inode,
 		HostPath: filepath.Join(procRoot, strconv.Itoa(pid), "root", m.path)}
+	var st unix.Stat_t
+	// The inode alone: on overlayfs (containers) a file's st_dev is the
+	// overlay's, its maps line the layer's.
+	if !m.deleted && unix.Stat(f.HostPath, &st) == nil && st.Ino == m.inode {
+		return f
+	}
+	mapped := filepath.Join(procRoot, strconv.Itoa(pid), "map_files", fmt.Sprintf("%x-%x", m.start, m.end))
+	if unix.Stat(mapped, &st) == nil && st.Ino == m.inode {
+		f.HostPath = mapped
+	}
+	return f
 }
 
 // holds says whether the mapping is of the file f.
@@ -104,7 +122,9 @@ func parseMapsLine(line string) (mapping, bool) {
 	}
 	m.perms, m.dev = fields[1], fields[3]
 	if len(fields) > 5 {
-		m.path = strings.TrimSuffix(strings.Join(fields[5:], " "), " (deleted)")
+		path := strings.Join(fields[5:], " ")
+		m.path = strings.TrimSuffix(path, " (deleted)")
+		m.deleted = m.path != path
 	}
 	return m, true
 }

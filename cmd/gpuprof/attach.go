@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -92,9 +93,23 @@ func (a *attachFlags) attach(ctx context.Context, stdout, stderr io.Writer, prof
 			}
 		}
 	}
+	// A target that exits between the look and the attach (a job that
+	// ends as gpuprof starts) ended as a target does, not as gpuprof:
+	// said so, and the others profiled.
+	var gone []int
 	for _, pid := range pids {
 		if _, err := sess.Attach(pid); err != nil {
-			return err
+			if !errors.As(err, new(probes.NoProcessError)) {
+				return err
+			}
+			gone = append(gone, pid)
+		}
+	}
+	if len(gone) > 0 {
+		fmt.Fprintf(stderr, "gpuprof: %s exited before gpuprof could attach\n", pidList(gone))
+		pids = slices.DeleteFunc(pids, func(p int) bool { return slices.Contains(gone, p) })
+		if len(pids) == 0 {
+			return nil
 		}
 	}
 	return prof(ctx, sess, pids, f, gw, stdout, stderr)
