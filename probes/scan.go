@@ -34,6 +34,9 @@ func (s *Session) scan(t *target) ([]LibraryPlan, error) {
 		if done {
 			continue
 		}
+		if f.Unreachable {
+			return added, f.unreachableError(t.pid)
+		}
 		if user && cudaapi.LayerOf(f.Base()) == cudaapi.LayerNone {
 			lp, err := s.scanUser(t, f)
 			if err != nil {

@@ -47,11 +47,11 @@ func setParanoid(t *testing.T, v int) (restore func()) {
 	return restore
 }
 
-// startDemoAs starts the demo trainer as uid (65534: nobody), its log in
-// a directory it can write: a job of a user other than root.
-func startDemoAs(t *testing.T, uid int, args ...string) (*exec.Cmd, string) {
+// worldDir is a new directory any user may write (t.TempDir's parent is
+// root's alone), removed when the test ends.
+func worldDir(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "gpuprof-demo-as-*")
+	dir, err := os.MkdirTemp("", "gpuprof-world-*")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,6 +59,14 @@ func startDemoAs(t *testing.T, uid int, args ...string) (*exec.Cmd, string) {
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
+	return dir
+}
+
+// startDemoAs starts the demo trainer as uid (65534: nobody), its log in
+// a directory it can write: a job of a user other than root.
+func startDemoAs(t *testing.T, uid int, args ...string) (*exec.Cmd, string) {
+	t.Helper()
+	dir := worldDir(t)
 	truth := filepath.Join(dir, "truth.jsonl")
 	id := strconv.Itoa(uid)
 	cmd := exec.Command("setpriv", append([]string{"--reuid=" + id, "--regid=" + id, "--clear-groups",

@@ -296,3 +296,29 @@ func TestStaticRuntime(t *testing.T) {
 	}
 	checkAgainstTruth(t, truth, steps)
 }
+
+// TestMappedLibraryGoneWithoutSysAdmin: without CAP_SYS_ADMIN (a user
+// with only the capabilities gpuprof asks for), /proc/PID/map_files cannot
+// be followed: a library deleted while mapped is refused in one line that
+// says what to do, status 1, and the job is left as it was.
+func TestMappedLibraryGoneWithoutSysAdmin(t *testing.T) {
+	testenv.RequireRoot(t)
+	build := testenv.Fixtures(t)
+	libs := worldDir(t)
+	for _, lib := range standIns {
+		copyFile(t, filepath.Join(build, lib), filepath.Join(libs, lib))
+	}
+	job, _ := startDemoAs(t, 65534, "--steps", "100000", "--start-delay", "0.2", "--libdir", libs)
+	waitMapped(t, job.Process.Pid, filepath.Join(libs, "libcuda.so.1"), filepath.Join(libs, "libcudart.so.13"))
+	for _, lib := range standIns {
+		if err := os.Remove(filepath.Join(libs, lib)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitMapped(t, job.Process.Pid, "libcuda.so.1 (deleted)")
+	caps := "+bpf,+perfmon,+sys_ptrace"
+	r := runCommand(t, exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+		"--inh-caps="+caps, "--ambient-caps="+caps, gpuprofBin, "attach", "--pid", itoa(job.Process.Pid), "-q", "--no-nvml"))
+	oneLine(t, r, 1, "was deleted or replaced while PID "+itoa(job.Process.Pid)+" maps it")
+	checkAsItWas(t, job.Process.Pid, "after the refusal")
+}
