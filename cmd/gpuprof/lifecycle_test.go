@@ -281,9 +281,11 @@ func TestSignalsLeaveTargetAsItWas(t *testing.T) {
 					d, _ := time.ParseDuration(at)
 					time.Sleep(d - time.Since(r.started))
 				}
+				sentAt := time.Since(r.started)
 				r.signal(sig)
 				st := r.wait(t, 20*time.Second)
-				t.Logf("%s at %s (%v after start): %v, %d steps", name, at, time.Since(r.started).Round(time.Millisecond), st, r.steps())
+				t.Logf("%s at %s (%v after the start; exited %v after it): %v, %d steps", name, at, sentAt.Round(time.Millisecond),
+					time.Since(r.started).Round(time.Millisecond), st, r.steps())
 				checkSignalled(t, r, st, sig)
 				checkAsItWas(t, pid, name+" at "+at)
 			}
