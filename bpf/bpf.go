@@ -67,6 +67,7 @@ func Load(set Settings) (*Objects, error) {
 	if err != nil {
 		return nil, err
 	}
+	breakForTest(spec)
 	var objs Objects
 	if err := spec.LoadAndAssign(&objs, nil); err != nil {
 		return nil, fmt.Errorf("load BPF objects: %w", err)

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 
 	"github.com/gpuprof/gpuprof/correlate"
 	"github.com/gpuprof/gpuprof/report"
@@ -38,20 +36,20 @@ type Process struct {
 	Engine bool
 }
 
-// WriteFile writes the page to path, whole or not at all: a failed write
-// leaves any page already there as it was.
+// WriteFile writes the page to path, whole or not at all: a failed or
+// killed write leaves any page already there as it was, and no other file
+// (createWhole).
 func WriteFile(path string, r Report, c *Collector) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	f, err := createWhole(path)
 	if err != nil {
 		return fmt.Errorf("write the report %s: %w", path, err)
 	}
-	defer os.Remove(tmp.Name()) // after the rename: nothing
-	w := bufio.NewWriter(tmp)
-	err = errors.Join(Write(w, r, c), w.Flush(), tmp.Chmod(0o644), tmp.Close())
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
+	w := bufio.NewWriter(f)
+	if err := errors.Join(Write(w, r, c), w.Flush()); err != nil {
+		f.abandon()
+		return fmt.Errorf("write the report %s: %w", path, err)
 	}
-	if err != nil {
+	if err := f.commit(); err != nil {
 		return fmt.Errorf("write the report %s: %w", path, err)
 	}
 	return nil

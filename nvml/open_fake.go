@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -19,8 +20,34 @@ import (
 // GPUPROF_FAKE_NVML_PIDS_FILE names as it reads when asked: a test adds a
 // process there to have it open a context on GPU 0 later.
 // GPUPROF_FAKE_NVML_XID=GPU:XID has the driver report that Xid once.
+// GPUPROF_FAKE_NVML_HANG=Init has Init never return, =GPU that GPU's
+// power reads from the 51st on (a second into a run at 20 ms);
+// GPUPROF_FAKE_NVML_LOST=GPU has that GPU fall off the bus from its second
+// utilization read on (ERROR_GPU_IS_LOST).
 func Open() Library {
 	h := nvmlfake.NewHost()
+	if hang := os.Getenv("GPUPROF_FAKE_NVML_HANG"); hang == "Init" {
+		h.Srv.InitFunc = func() nvml.Return { select {} }
+	} else if g, err := strconv.Atoi(hang); err == nil {
+		read := h.Devs[g].GetPowerUsageFunc
+		var n atomic.Int32
+		h.Devs[g].GetPowerUsageFunc = func() (uint32, nvml.Return) {
+			if n.Add(1) > 50 {
+				select {}
+			}
+			return read()
+		}
+	}
+	if g, err := strconv.Atoi(os.Getenv("GPUPROF_FAKE_NVML_LOST")); err == nil {
+		read := h.Devs[g].GetUtilizationRatesFunc
+		var n atomic.Int32
+		h.Devs[g].GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
+			if n.Add(1) > 1 {
+				return nvml.Utilization{}, nvml.ERROR_GPU_IS_LOST
+			}
+			return read()
+		}
+	}
 	if gpu, code, ok := strings.Cut(os.Getenv("GPUPROF_FAKE_NVML_XID"), ":"); ok {
 		g, _ := strconv.Atoi(gpu)
 		x, _ := strconv.ParseUint(code, 10, 64)

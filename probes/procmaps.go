@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // MappedFile is a file a process has mapped with execute permission.
@@ -15,6 +17,15 @@ type MappedFile struct {
 	HostPath string // the same file seen from here, through /proc/PID/root
 	Dev      string // major:minor
 	Inode    uint64
+	// Unreachable: the path names the file mapped no longer (deleted, or
+	// replaced) and /proc/PID/map_files could not be followed (no
+	// CAP_SYS_ADMIN): HostPath does not reach the file mapped.
+	Unreachable bool
+}
+
+// unreachableError says what to do about a file f.Unreachable.
+func (f MappedFile) unreachableError(pid int) error {
+	return fmt.Errorf("%s was deleted or replaced while PID %d maps it: gpuprof reaches the file a process maps only with CAP_SYS_ADMIN (through /proc/PID/map_files): run it as root, or restart the job", f.Path, pid)
 }
 
 // Key identifies the file independently of the path used to reach it.
@@ -53,12 +64,31 @@ type mapping struct {
 	start, end, offset uint64
 	perms, dev, path   string // path without " (deleted)"; "" for anonymous memory
 	inode              uint64
+	deleted            bool // the file's name is gone (maps says "(deleted)")
 }
 
-// file is the file mapped, reached from here through /proc/PID/root.
+// file is the file mapped, reached from here through /proc/PID/root; or,
+// where its path no longer names it (deleted, or replaced by a rename
+// over it: an upgrade under a running job; maps says "(deleted)" for
+// both), through the mapping's own link in /proc/PID/map_files, which
+// needs CAP_SYS_ADMIN to follow: a uprobe on the file the path names now
+// would never fire in the process. (A path that names a file of another
+// inode but is not deleted is taken as it is: on overlayfs with xino, a
+// container's, stat's inode is not the layer's that maps shows.)
 func (m mapping) file(procRoot string, pid int) MappedFile {
-	return MappedFile{Path: m.path, Dev: m.dev, Inode: m.inode,
+	f := MappedFile{Path: m.path, Dev: m.dev, Inode: m.inode,
 		HostPath: filepath.Join(procRoot, strconv.Itoa(pid), "root", m.path)}
+	if !m.deleted {
+		return f
+	}
+	mapped := filepath.Join(procRoot, strconv.Itoa(pid), "map_files", fmt.Sprintf("%x-%x", m.start, m.end))
+	var st unix.Stat_t
+	if unix.Stat(mapped, &st) == nil && st.Ino == m.inode {
+		f.HostPath = mapped
+	} else {
+		f.Unreachable = true
+	}
+	return f
 }
 
 // holds says whether the mapping is of the file f.
@@ -104,7 +134,9 @@ func parseMapsLine(line string) (mapping, bool) {
 	}
 	m.perms, m.dev = fields[1], fields[3]
 	if len(fields) > 5 {
-		m.path = strings.TrimSuffix(strings.Join(fields[5:], " "), " (deleted)")
+		path := strings.Join(fields[5:], " ")
+		m.path = strings.TrimSuffix(path, " (deleted)")
+		m.deleted = m.path != path
 	}
 	return m, true
 }

@@ -101,3 +101,21 @@ func TestReadSymbolsPrefersDefaultVersion(t *testing.T) {
 		t.Fatalf("pthread_cond_timedwait at %#x, the default version is at %#x", got, def)
 	}
 }
+
+// TestDeletedMappingReachedByItsLink: a mapping whose file is deleted is
+// reached through /proc/PID/map_files where that can be followed, and is
+// marked unreachable where it cannot (here: a process root without it).
+func TestDeletedMappingReachedByItsLink(t *testing.T) {
+	m, ok := parseMapsLine("7f3a1c000000-7f3a1c021000 r-xp 00001000 fd:01 1234567 /usr/lib/lib foo.so (deleted)")
+	if !ok || !m.deleted || m.path != "/usr/lib/lib foo.so" {
+		t.Fatalf("parsed %+v, %v", m, ok)
+	}
+	f := m.file(t.TempDir(), 42)
+	if !f.Unreachable || f.Path != "/usr/lib/lib foo.so" {
+		t.Errorf("deleted file without its map_files link: %+v, want unreachable", f)
+	}
+	live, _ := parseMapsLine("7f3a1c000000-7f3a1c021000 r-xp 00001000 fd:01 1234567 /usr/lib/libfoo.so")
+	if f := live.file("/proc", 42); live.deleted || f.Unreachable || f.HostPath != "/proc/42/root/usr/lib/libfoo.so" {
+		t.Errorf("a file in place: %+v", f)
+	}
+}

@@ -16,7 +16,7 @@ func (s *Session) scan(t *target) ([]LibraryPlan, error) {
 	files, err := ExecutableFiles(s.cfg.ProcRoot, t.pid)
 	if err != nil {
 		if _, statErr := os.Stat(fmt.Sprintf("%s/%d", s.cfg.ProcRoot, t.pid)); statErr != nil {
-			return nil, fmt.Errorf("no process with PID %d", t.pid)
+			return nil, NoProcessError{t.pid}
 		}
 		return nil, err
 	}
@@ -33,6 +33,9 @@ func (s *Session) scan(t *target) ([]LibraryPlan, error) {
 		s.mu.Unlock()
 		if done {
 			continue
+		}
+		if f.Unreachable {
+			return added, f.unreachableError(t.pid)
 		}
 		if user && cudaapi.LayerOf(f.Base()) == cudaapi.LayerNone {
 			lp, err := s.scanUser(t, f)

@@ -240,13 +240,19 @@ func (s *Session) ProbeStats() ([]ProgramStat, []WaitCount, error) {
 	return progs, waits, err
 }
 
+// NoProcessError is Attach's error for a process that is gone, or never
+// was.
+type NoProcessError struct{ PID int }
+
+func (e NoProcessError) Error() string { return fmt.Sprintf("no process with PID %d", e.PID) }
+
 // Attach starts following pid: the loader hook, and every CUDA library it
 // has mapped. Libraries it maps later are attached as they appear.
 func (s *Session) Attach(pid int) ([]LibraryPlan, error) {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		if errors.Is(err, unix.ESRCH) {
-			return nil, fmt.Errorf("no process with PID %d", pid)
+			return nil, NoProcessError{pid}
 		}
 		return nil, fmt.Errorf("open PID %d: %w", pid, err)
 	}

@@ -192,7 +192,7 @@ func (s *Session) AttachTarget(t Target) ([]LibraryPlan, error) {
 func openTarget(procRoot string, t Target) (int, error) {
 	fd, err := unix.PidfdOpen(t.PID, 0)
 	if errors.Is(err, unix.ESRCH) {
-		return -1, fmt.Errorf("PID %d (%s) exited before gpuprof attached: nothing was attached", t.PID, t.Comm)
+		return -1, NoProcessError{t.PID}
 	}
 	if err != nil {
 		return -1, fmt.Errorf("open PID %d: %w", t.PID, err)
@@ -200,7 +200,7 @@ func openTarget(procRoot string, t Target) (int, error) {
 	st, err := readStat(procRoot, t.PID)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		err = fmt.Errorf("PID %d (%s) exited before gpuprof attached: nothing was attached", t.PID, t.Comm)
+		err = NoProcessError{t.PID}
 	case err != nil:
 		err = fmt.Errorf("read PID %d: %w", t.PID, err)
 	case st.start != t.Start:

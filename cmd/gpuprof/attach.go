@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -102,7 +103,10 @@ func (a *attachFlags) attach(ctx context.Context, stdout, stderr io.Writer, prof
 			}
 		}
 	}
-	var attached []int
+	// A target that exits between the look and the attach (a job that
+	// ends as gpuprof starts) ended as a target does, not as gpuprof:
+	// said so, and the others profiled.
+	var attached, gone []int
 	for _, pid := range pids {
 		t, ok := targets[pid]
 		err := error(nil)
@@ -112,17 +116,26 @@ func (a *attachFlags) attach(ctx context.Context, stdout, stderr io.Writer, prof
 		if err == nil {
 			_, err = sess.AttachTarget(t)
 		}
-		if err != nil && !slices.Contains(a.pids, pid) {
+		switch {
+		case errors.As(err, new(probes.NoProcessError)):
+			gone = append(gone, pid)
+			continue
+		case err != nil && !slices.Contains(a.pids, pid):
 			// Found on a GPU (--gpus), not named: the others go on.
 			fmt.Fprintln(stderr, notAttached(err))
 			continue
-		}
-		if err != nil {
+		case err != nil:
 			return err
 		}
 		attached = append(attached, pid)
 	}
+	if len(gone) > 0 {
+		fmt.Fprintf(stderr, "gpuprof: %s exited before gpuprof could attach\n", pidList(gone))
+	}
 	if len(attached) == 0 {
+		if len(gone) > 0 && a.gpus == "" {
+			return nil
+		}
 		return fmt.Errorf("no process on GPU %s could be attached to (see above)", a.gpus)
 	}
 	pids = attached

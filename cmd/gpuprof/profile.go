@@ -178,8 +178,9 @@ func openSession(f *profileFlags) (*probes.Session, error) {
 	sess, err := probes.Open(cfg)
 	if err != nil {
 		f.metrics.close()
+		return nil, keepVerifierLog(err)
 	}
-	return sess, err
+	return sess, nil
 }
 
 // profile follows the attached targets until ctx ends, the duration passes

@@ -238,10 +238,17 @@ static struct {
 
 static void load_cuda(const char *libdir)
 {
+#ifdef STATIC_RUNTIME
+	/* The runtime linked into this executable (libcudart_static.a's
+	 * way): its functions are this program's own. */
+	void *drv = open_lib(libdir, "libcuda.so.1");
+#define RT(name) cu.name = name;
+#else
 	void *rt = open_lib(libdir, "libcudart.so.13");
 	void *drv = open_lib(libdir, "libcuda.so.1");
 
 #define RT(name) cu.name = (__typeof__(cu.name))symbol(rt, #name);
+#endif
 #define DRV(name) cu.name = (__typeof__(cu.name))symbol(drv, #name);
 	RUNTIME_FUNCS(RT)
 	DRIVER_FUNCS(DRV)
