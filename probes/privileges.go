@@ -7,7 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Capabilities gpuprof needs (linux/capability.h); docs/safety-privileges.md
+// Capabilities gpuprof needs (linux/capability.h); docs/safety.md
 // says what each is for and how that was found out.
 const (
 	capDacReadSearch = 2  // read the job's files (interpreter, libraries) through /proc/PID/root where its directories are not gpuprof's user's to read

@@ -103,7 +103,7 @@ func onlyChild(pid int) int {
 }
 
 // neededCaps is the capability set gpuprof needs, as setpriv names them
-// (docs/safety-privileges.md).
+// (docs/safety.md).
 var neededCaps = []string{"bpf", "perfmon", "sys_ptrace", "dac_read_search"}
 
 // asUserWith runs gpuprof as uid 65534 with exactly caps (bounding,
