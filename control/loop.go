@@ -35,6 +35,9 @@ type proc struct {
 	waitsTold bool               // the wait keeper was told of it at all
 	clock     stepClock
 	meter     launchMeter // its launch rate while its boundary is learned
+	// before are its runs as the programs it ran before an exec, oldest
+	// first (KindExec).
+	before []correlate.Summary
 }
 
 // New makes a loop that sends steps to out and steers p; p nil (a
@@ -109,6 +112,9 @@ func (l *Loop) Add(e *events.Event) {
 		return
 	case events.KindKernelCount:
 		return // a recorded run's last words, for the summaries
+	case events.KindExec:
+		l.execed(e)
+		return
 	}
 	if e.Kind == events.KindLaunchProbes && e.PID == 0 {
 		// Launch probes switched for every process at once (traces
@@ -177,6 +183,32 @@ func (l *Loop) emit(steps []correlate.Step) {
 		}
 		l.out.Step(st)
 	}
+}
+
+// execed starts pid's steps afresh as the program it now runs: the old
+// program's last steps are cut, its run kept (Before), and the new one's
+// boundary is found again, as at an attach.
+func (l *Loop) execed(e *events.Event) {
+	p := l.procs[e.PID]
+	if p == nil {
+		return // no event of the old program came: nothing to let go of
+	}
+	l.emit(p.corr.Finish())
+	before := p.before
+	if run := p.corr.Summary(); run.Steps > 0 {
+		before = append(before, run) // a launcher's shell had none to show
+	}
+	l.procs[e.PID] = &proc{corr: l.newCorrelator(), before: before}
+	l.out.Note(fmt.Sprintf("PID %d started a new program (exec): its steps are found again from here", e.PID))
+}
+
+// Before are pid's runs as the programs with steps it ran before an
+// exec, oldest first; Summary is the program it runs now.
+func (l *Loop) Before(pid uint32) []correlate.Summary {
+	if p := l.procs[pid]; p != nil {
+		return p.before
+	}
+	return nil
 }
 
 // Summary is pid's run so far (a process not seen: an empty one).

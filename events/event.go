@@ -76,6 +76,11 @@ const (
 	// stays inside probes, which names the kernel from them
 	// (KindKernelName, KernelNameArg): the sink never sees one.
 	KindKernelSite Kind = 18
+	// KindExec is process PID starting a new program (execve) at End, as
+	// probes saw it (within a rescan of it): what its probes and steps
+	// knew of the program before is let go of, and its steps are found
+	// again from here.
+	KindExec Kind = 19
 )
 
 // A KindKernelName event's Args[KernelNameArg] is KernelNameFromSite

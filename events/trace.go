@@ -66,7 +66,7 @@ var kindNames = map[Kind]string{KindCall: "call", KindKernelName: "kernel_name",
 	KindLaunchProbes: "launch_probes", KindPyWait: "py_wait", KindPyAttached: "py_attached", KindPyGIL: "py_gil",
 	KindPool: "pool", KindWrite: "write", KindGPUSamples: "gpu_samples", KindProcess: "process",
 	KindXid: "xid", KindCPUSample: "cpu_sample", KindLaunchStack: "launch_stack", KindCallStack: "call_stack", KindOffCPU: "off_cpu",
-	KindKernelCount: "kernel_count", KindKernelSite: "kernel_site"}
+	KindKernelCount: "kernel_count", KindKernelSite: "kernel_site", KindExec: "exec"}
 
 // TraceName is the kind's name in a trace file.
 func (k Kind) TraceName() string { return kindNames[k] }

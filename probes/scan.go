@@ -138,7 +138,13 @@ func (s *Session) rescan(force bool) []LibraryPlan {
 		if t.exited || (!force && time.Since(t.lastScan) < s.cfg.Rescan) {
 			continue
 		}
-		plans, err := s.scan(t)
+		var plans []LibraryPlan
+		var err error
+		if s.execed(t) {
+			plans, err = s.reattach(t)
+		} else {
+			plans, err = s.scan(t)
+		}
 		if err != nil && !t.exited {
 			// A process that exited since the last poll (a DataLoader
 			// worker at the end of an epoch) is no failure to report.

@@ -89,6 +89,7 @@ type target struct {
 	pyMem     *pymem.Reader
 	pid       int
 	pidfd     int
+	program   uint64                  // the program it runs (programID; 0: unknown), to tell an exec (exec.go)
 	libs      map[string]*attachedLib // by file key
 	lastScan  time.Time
 	exited    bool
@@ -263,6 +264,7 @@ func (s *Session) Attach(pid int) ([]LibraryPlan, error) {
 // owns).
 func (s *Session) attachFD(pid, fd int) ([]LibraryPlan, error) {
 	t := &target{pid: pid, pidfd: fd, libs: map[string]*attachedLib{}, attached: time.Now()}
+	t.program, _ = programID(s.cfg.ProcRoot, pid) // before the maps: an exec after it is seen at the next rescan
 	s.mu.Lock()
 	s.targets[pid] = t
 	s.mu.Unlock()

@@ -56,6 +56,12 @@ func writeSummaries(w io.Writer, sess *probes.Session, loop *control.Loop, attac
 		if pid == 0 {
 			target = "no process made a CUDA call"
 		}
+		for j, before := range loop.Before(pid) {
+			// The programs it ran before an exec: their steps, apart.
+			report.WriteSummary(w, report.Summary{Target: fmt.Sprintf("PID %d, program %d (before its exec)", pid, j+1),
+				Attached: attached.Seconds(), Run: before, Engine: correlate.EngineProcess(before)})
+			fmt.Fprintln(w)
+		}
 		run := loop.Summary(pid)
 		s := report.Summary{Target: target, Attached: attached.Seconds(), Run: run, LaunchSampling: sampling,
 			Engine: correlate.EngineProcess(run)}

@@ -153,6 +153,40 @@ func TestTargetExecs(t *testing.T) {
 	checkAgainstTruth(t, truth, steps)
 }
 
+// TestTargetExecsAnotherCUDAProgram: a CUDA job that, its steps done,
+// execs into another (a launcher's next stage in the same process): the
+// first program's steps and the second's are each cut one to one with
+// their logs, and the summary shows the two programs apart.
+func TestTargetExecsAnotherCUDAProgram(t *testing.T) {
+	testenv.RequireRoot(t)
+	build := testenv.Fixtures(t)
+	dir := t.TempDir()
+	first, second := filepath.Join(dir, "first.jsonl"), filepath.Join(dir, "second.jsonl")
+	steps := filepath.Join(dir, "steps.jsonl")
+	trainer := filepath.Join(build, "demo-trainer")
+	job := exec.Command(trainer, "--steps", "150", "--truth", first, "--start-delay", "0.5",
+		"--exec-after", fmt.Sprintf("exec %s --steps 200 --truth %s --start-delay 0.3", trainer, second))
+	if err := job.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { job.Process.Kill(); job.Wait() })
+	r := gpuprof(t, "attach", "--pid", itoa(job.Process.Pid), "-q", "--jsonl", steps)
+	if err := job.Wait(); err != nil {
+		t.Fatalf("the job: %v", err)
+	}
+	if r.code != 0 {
+		t.Fatalf("attach to a job that execs another CUDA program: %+v", r)
+	}
+	if !strings.Contains(r.stdout, fmt.Sprintf("PID %d, program 1 (before its exec)", job.Process.Pid)) {
+		t.Errorf("the summary does not show the program before the exec apart:\n%s", r.stdout)
+	}
+	// Each log against the steps: the other program's are outside it.
+	for _, truth := range []string{first, second} {
+		res := checkAgainstTruth(t, truth, steps)
+		t.Logf("%s: %d steps matched, %d outside it", filepath.Base(truth), res.Matched, res.Outside)
+	}
+}
+
 // TestTargetInOwnNamespaces: a job in PID and mount namespaces of its own
 // (a container's), its CUDA libraries on a tmpfs mounted in its namespace
 // alone, so that the path its maps name does not exist on the host: gpuprof

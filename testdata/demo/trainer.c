@@ -110,6 +110,7 @@ struct options {
 	int read_library_from; /* -1: never */
 	int graph; /* --graph: a step's compute is one CUDA graph replayed */
 	int graph_warmup; /* eager steps before the capture */
+	const char *exec_after; /* --exec-after: a shell command this process becomes */
 };
 
 static const char usage[] =
@@ -118,7 +119,7 @@ static const char usage[] =
 	"                    [--compute-ms F] [--kernels N] [--timing events|none|sync]\n"
 	"                    [--micro-batches N] [--step-pause-ms F] [--direct-records N]\n"
 	"                    [--library-records N] [--read-library-from STEP] [--graph]\n"
-	"                    [--graph-warmup N]\n"
+	"                    [--graph-warmup N] [--exec-after CMD]\n"
 	"Order: sleep --load-delay, load the libraries, allocate and start the engine\n"
 	"threads, sleep --thread-delay, start the training thread, which sleeps\n"
 	"--start-delay and then runs the steps.\n";
@@ -165,6 +166,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{"micro-batches", required_argument, NULL, 'M'},
 		{"graph", no_argument, NULL, 'G'},
 		{"graph-warmup", required_argument, NULL, 'W'},
+		{"exec-after", required_argument, NULL, 'X'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -199,6 +201,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 		case 'M': o->micro_batches = parse_int(name, optarg, 1, 64); break;
 		case 'G': o->graph = 1; break;
 		case 'W': o->graph_warmup = parse_int(name, optarg, 0, INT_MAX); break;
+		case 'X': o->exec_after = optarg; break;
 		case 't':
 			if (strcmp(optarg, "events") != 0 && strcmp(optarg, "none") != 0 &&
 			    strcmp(optarg, "sync") != 0)
@@ -677,5 +680,11 @@ int main(int argc, char **argv)
 	if (fclose(t.truth) != 0)
 		fail(1, "cannot write %s: %s", o.truth, strerror(errno));
 	printf("{\"steps\":%d}\n", o.steps);
+	if (o.exec_after != NULL) {
+		/* A new image in this process (a launcher's next stage). */
+		fflush(stdout);
+		execl("/bin/sh", "sh", "-c", o.exec_after, (char *)NULL);
+		fail(1, "cannot exec /bin/sh: %s", strerror(errno));
+	}
 	return 0;
 }
