@@ -112,5 +112,11 @@ func parseMapsLine(line string) (mapping, bool) {
 	}
 	m.perms, m.dev = fields[1], fields[3]
 	m.path = strings.TrimSuffix(strings.TrimLeft(rest, " "), " (deleted)")
+	// The kernel writes a file's path as d_path makes it, clean; one with
+	// "..", joined below /proc/PID/root, would reach a file outside the
+	// process's root. Such a mapping is kept, as no file's.
+	if filepath.IsAbs(m.path) && filepath.Clean(m.path) != m.path {
+		m.path = ""
+	}
 	return m, true
 }

@@ -28,6 +28,9 @@ func FuzzParseMapsLine(f *testing.F) {
 		if !ok {
 			return
 		}
+		if filepath.IsAbs(m.path) && filepath.Clean(m.path) != m.path {
+			t.Fatalf("%q read as %+v: a path not clean", line, m)
+		}
 		if !strings.Contains(line, m.path) || !strings.Contains(line, m.perms) || !strings.Contains(line, m.dev) {
 			t.Fatalf("%q read as %+v: not its own fields", line, m)
 		}
