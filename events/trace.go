@@ -71,6 +71,10 @@ var kindNames = map[Kind]string{KindCall: "call", KindKernelName: "kernel_name",
 // TraceName is the kind's name in a trace file.
 func (k Kind) TraceName() string { return kindNames[k] }
 
+// noAPI says a kind's events are no entry point's: the GPUs' and the
+// processes' own.
+func (k Kind) noAPI() bool { return k == KindGPUSamples || k == KindProcess || k == KindXid }
+
 // TraceWriter writes events to a trace file.
 type TraceWriter struct {
 	f      *os.File
@@ -108,9 +112,9 @@ func (w *TraceWriter) Write(e *Event) error {
 	l := traceLine{Kind: kindNames[e.Kind], PID: e.PID, TID: e.TID, Start: e.Start, End: e.End,
 		Launches: e.Launches, GraphLaunches: e.GraphLaunches, LaunchFirst: e.LaunchFirst,
 		LaunchLast: e.LaunchLast, Args: e.Args, Ret: e.Ret, Out: e.Out, Pool: e.Pool, PoolState: e.PoolState, PoolGets: e.PoolGets, Name: e.Name, Frames: e.Frames, Native: e.Native, GPUs: e.GPUs}
-	if a, ok := cudaapi.ByID(e.API); ok && e.Kind != KindGPUSamples && e.Kind != KindProcess && e.Kind != KindXid {
+	if a, ok := cudaapi.ByID(e.API); ok && !e.Kind.noAPI() {
 		l.API = a.Name
-	} else if e.API >= cudaapi.UserBase {
+	} else if e.API >= cudaapi.UserBase && !e.Kind.noAPI() {
 		l.API = fmt.Sprintf("user:%d", e.API-cudaapi.UserBase)
 	}
 	if w.err != nil {
@@ -172,24 +176,29 @@ func (w *TraceWriter) Close() error {
 	return errors.Join(err, w.f.Close())
 }
 
-// ReadTrace reads a whole trace. Events naming an entry point this build does
-// not know are skipped and counted.
+// ReadTrace reads a whole trace. Events naming an entry point or a kind
+// this build does not know are skipped and counted.
 func ReadTrace(path string) (TraceHeader, []Event, int, error) {
-	var h TraceHeader
 	f, err := os.Open(path)
 	if err != nil {
-		return h, nil, 0, fmt.Errorf("open trace: %w", err)
+		return TraceHeader{}, nil, 0, fmt.Errorf("open trace: %w", err)
 	}
 	defer f.Close()
 	var in io.Reader = f
 	if strings.HasSuffix(path, ".gz") {
 		gz, err := gzip.NewReader(f)
 		if err != nil {
-			return h, nil, 0, fmt.Errorf("read trace %s: %w", path, err)
+			return TraceHeader{}, nil, 0, fmt.Errorf("read trace %s: %w", path, err)
 		}
 		defer gz.Close()
 		in = gz
 	}
+	return readTrace(path, in)
+}
+
+// readTrace reads the trace called path from in.
+func readTrace(path string, in io.Reader) (TraceHeader, []Event, int, error) {
+	var h TraceHeader
 	dec := json.NewDecoder(bufio.NewReaderSize(in, 1<<16))
 	if err := dec.Decode(&h); err != nil || h.Format != traceFormat {
 		return h, nil, 0, fmt.Errorf("read trace %s: not a gpuprof trace (header %q)", path, h.Format)
@@ -205,19 +214,28 @@ func ReadTrace(path string) (TraceHeader, []Event, int, error) {
 		if err := dec.Decode(&l); err == io.EOF {
 			break
 		} else if err != nil {
-			return h, evs, unknown, fmt.Errorf("read trace %s: event %d: %w", path, len(evs)+1, err)
+			return h, evs, unknown, fmt.Errorf("read trace %s: event %d: %w", path, len(evs)+unknown+1, err)
 		}
-		e := Event{Kind: kinds[l.Kind], PID: l.PID, TID: l.TID, Start: l.Start, End: l.End,
+		kind, ok := kinds[l.Kind]
+		if !ok {
+			unknown++ // a kind of a newer gpuprof's
+			continue
+		}
+		e := Event{Kind: kind, PID: l.PID, TID: l.TID, Start: l.Start, End: l.End,
 			Launches: l.Launches, GraphLaunches: l.GraphLaunches, LaunchFirst: l.LaunchFirst,
 			LaunchLast: l.LaunchLast, Args: l.Args, Ret: l.Ret, Out: l.Out, Pool: l.Pool, PoolState: l.PoolState, PoolGets: l.PoolGets, Name: l.Name, Frames: l.Frames, Native: l.Native, GPUs: l.GPUs}
-		if n, ok := strings.CutPrefix(l.API, "user:"); ok {
+		n, user := strings.CutPrefix(l.API, "user:")
+		switch {
+		case kind.noAPI():
+			// none, whatever the line says: as Write leaves it out
+		case user:
 			i, err := strconv.Atoi(n)
-			if err != nil || i < 0 || i >= len(h.UserProbes) {
+			if err != nil || i < 0 || i >= len(h.UserProbes) || i >= 0x7fff { // ParseUserProbe numbers no more
 				unknown++
 				continue
 			}
 			e.API = cudaapi.UserBase + uint16(i)
-		} else if l.API != "" {
+		case l.API != "":
 			a, ok := cudaapi.ByName(l.API)
 			if !ok {
 				unknown++

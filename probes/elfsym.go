@@ -37,6 +37,9 @@ func ReadSymbols(path string, want func(string) bool) (map[string]Symbol, error)
 	out := map[string]Symbol{}
 	hidden := map[string]bool{} // names recorded from a non-default version (name@VER)
 	for _, read := range []func() ([]elf.Symbol, error){f.DynamicSymbols, f.Symbols} {
+		if !plainSymbols(f) {
+			break
+		}
 		syms, err := read()
 		if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
 			return nil, fmt.Errorf("read symbols of %s: %w", path, err)
@@ -67,6 +70,22 @@ func ReadSymbols(path string, want func(string) bool) (map[string]Symbol, error)
 		}
 	}
 	return out, nil
+}
+
+// plainSymbols says whether f's symbol tables and their strings are
+// stored as they are: a compressed one says its own size, and 16 KB of a
+// zlib stream inflate to 16 MB of symbols (debug/elf reads a table
+// whole). Linkers compress debug sections only.
+func plainSymbols(f *elf.File) bool {
+	for _, s := range f.Sections {
+		if s.Type != elf.SHT_SYMTAB && s.Type != elf.SHT_DYNSYM {
+			continue
+		}
+		if s.Flags&elf.SHF_COMPRESSED != 0 || int(s.Link) < len(f.Sections) && f.Sections[s.Link].Flags&elf.SHF_COMPRESSED != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // fileOffset converts a virtual address to a file offset through the

@@ -25,7 +25,7 @@ func readImports(ef *elf.File, ft *funcTable) map[uint64]string {
 	names := map[uint64]string{} // by symbol index: a function's slots share its name
 	for _, name := range []string{".rela.plt", ".rela.dyn"} {
 		sec := ef.Section(name)
-		if sec == nil || sec.Type != elf.SHT_RELA {
+		if sec == nil || sec.Type != elf.SHT_RELA || sec.Flags&elf.SHF_COMPRESSED != 0 {
 			continue
 		}
 		eachRecord(sec, 24, func(b []byte) { // an Elf64_Rela; a section cut short keeps what was read
@@ -63,8 +63,8 @@ func readImports(ef *elf.File, ft *funcTable) map[uint64]string {
 // the file has no such section, or it cannot be read.
 func section(ef *elf.File, name string) (*elf.Section, []byte) {
 	sec := ef.Section(name)
-	if sec == nil {
-		return nil, nil
+	if sec == nil || sec.Type != elf.SHT_PROGBITS || sec.Flags&elf.SHF_COMPRESSED != 0 {
+		return nil, nil // code is stored as it is
 	}
 	data, err := sec.Data()
 	if err != nil {

@@ -115,10 +115,18 @@ func readMaps(procRoot string, pid int) ([]mapping, error) {
 	return out, nil
 }
 
+// parseMapsLine reads the five fields the kernel writes, one space
+// apart, and the path after the spaces that pad it to a column: the path
+// as the target named its file, spaces and all.
 func parseMapsLine(line string) (mapping, bool) {
-	fields := strings.Fields(line)
-	if len(fields) < 5 {
-		return mapping{}, false
+	var fields [5]string
+	rest := line
+	for i := range fields {
+		var ok bool
+		fields[i], rest, ok = strings.Cut(strings.TrimLeft(rest, " "), " ")
+		if fields[i] == "" || !ok && i < len(fields)-1 {
+			return mapping{}, false
+		}
 	}
 	lo, hi, _ := strings.Cut(fields[0], "-")
 	var m mapping
@@ -133,10 +141,14 @@ func parseMapsLine(line string) (mapping, bool) {
 		}
 	}
 	m.perms, m.dev = fields[1], fields[3]
-	if len(fields) > 5 {
-		path := strings.Join(fields[5:], " ")
-		m.path = strings.TrimSuffix(path, " (deleted)")
-		m.deleted = m.path != path
+	path := strings.TrimLeft(rest, " ")
+	m.path = strings.TrimSuffix(path, " (deleted)")
+	m.deleted = m.path != path
+	// The kernel writes a file's path as d_path makes it, clean; one with
+	// "..", joined below /proc/PID/root, would reach a file outside the
+	// process's root. Such a mapping is kept, as no file's.
+	if filepath.IsAbs(m.path) && filepath.Clean(m.path) != m.path {
+		m.path = ""
 	}
 	return m, true
 }

@@ -208,6 +208,9 @@ func dataSymbol(path, name string) (uint64, error) {
 		return 0, err
 	}
 	defer f.Close()
+	if !plainSymbols(f) {
+		return 0, fmt.Errorf("%s: compressed symbol tables", filepath.Base(path))
+	}
 	syms, err := f.DynamicSymbols()
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", filepath.Base(path), err)

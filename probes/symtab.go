@@ -41,7 +41,7 @@ func symTables(ef *elf.File) []symTable {
 	var out []symTable
 	for _, typ := range []elf.SectionType{elf.SHT_DYNSYM, elf.SHT_SYMTAB} {
 		for _, s := range ef.Sections {
-			if s.Type != typ || s.Link == 0 || int(s.Link) >= len(ef.Sections) {
+			if s.Type != typ || s.Flags&elf.SHF_COMPRESSED != 0 || s.Link == 0 || int(s.Link) >= len(ef.Sections) {
 				continue
 			}
 			str := ef.Sections[s.Link]

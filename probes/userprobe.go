@@ -34,6 +34,11 @@ func (u UserProbe) Spec() string { return fmt.Sprintf("%s=%s:%s", u.Role, u.Lib,
 func ParseUserProbe(spec string, index int) (UserProbe, error) {
 	role, rest, ok := strings.Cut(spec, "=")
 	lib, sym, ok2 := strings.Cut(rest, ":")
+	// A C++ name leading with a '::' or with parameters would never match
+	// a demangled name without them.
+	if lib != "py" {
+		sym = strings.TrimPrefix(sym, "::")
+	}
 	if !ok || !ok2 || lib == "" || sym == "" {
 		return UserProbe{}, fmt.Errorf("--probe %q: write ROLE=LIB:SYMBOL, e.g. fetch=mooncake/store:mooncake::RealClient::batch_get_into", spec)
 	}
@@ -45,11 +50,6 @@ func ParseUserProbe(spec string, index int) (UserProbe, error) {
 	}
 	if index >= 0x7fff {
 		return UserProbe{}, fmt.Errorf("--probe %q: too many probes", spec)
-	}
-	// A C++ name leading with a '::' or with parameters would never match
-	// a demangled name without them.
-	if lib != "py" {
-		sym = strings.TrimPrefix(sym, "::")
 	}
 	return UserProbe{ID: cudaapi.UserBase + uint16(index), Role: events.Role(role), Lib: lib, Symbol: sym}, nil
 }

@@ -54,6 +54,9 @@ func scan(minor int, code []byte) (entry int, returns []int, err error) {
 	if !ok {
 		return 0, nil, fmt.Errorf("no opcode table for 3.%d", minor)
 	}
+	if len(code) == 0 {
+		return 0, nil, fmt.Errorf("no bytecode") // 3.10's entry, offset 0, would be past it
+	}
 	entry = -1
 	if minor == 10 {
 		entry = 0 // no RESUME: a call starts at the first instruction

@@ -34,10 +34,7 @@ func (r *Reader) read(addr uint64, buf []byte) error {
 	if addr < minAddr || addr >= maxAddr || maxAddr-addr < n {
 		return fmt.Errorf("read %d bytes at %#x: %w", n, addr, errAddr)
 	}
-	local := []unix.Iovec{{Base: &buf[0]}}
-	local[0].SetLen(len(buf))
-	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(buf)}}
-	got, err := unix.ProcessVMReadv(r.pid, local, remote, 0)
+	got, err := r.mem(buf, addr)
 	if err != nil {
 		return fmt.Errorf("read %d bytes at %#x of pid %d: %w", n, addr, r.pid, err)
 	}
@@ -45,6 +42,16 @@ func (r *Reader) read(addr uint64, buf []byte) error {
 		return fmt.Errorf("read %d bytes at %#x of pid %d: only %d readable", n, addr, r.pid, got)
 	}
 	return nil
+}
+
+// processMemory reads process pid's memory: one process_vm_readv a read.
+func processMemory(pid int) func(buf []byte, addr uint64) (int, error) {
+	return func(buf []byte, addr uint64) (int, error) {
+		local := []unix.Iovec{{Base: &buf[0]}}
+		local[0].SetLen(len(buf))
+		remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(buf)}}
+		return unix.ProcessVMReadv(pid, local, remote, 0)
+	}
 }
 
 // ptr reads one 64-bit word.

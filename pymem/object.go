@@ -358,5 +358,12 @@ func (r *Reader) strUpTo(s uint64, limit int64) (string, error) {
 	if err := r.read(s+r.l.StrData, data); err != nil {
 		return "", err
 	}
+	// A compact ASCII str holds only ASCII: anything else is memory
+	// reused since the frame or the attribute pointed at a str.
+	for _, c := range data {
+		if c >= 0x80 {
+			return "", fmt.Errorf("str at %#x: byte %#x in an ASCII str", s, c)
+		}
+	}
 	return string(data), nil
 }

@@ -31,6 +31,9 @@ type Reader struct {
 	pid   int
 	minor int
 	l     *layout
+	// mem fills buf from the target's memory at addr and says how many
+	// bytes it could: processMemory, or the fuzz tests' memory images.
+	mem func(buf []byte, addr uint64) (int, error)
 
 	mu sync.Mutex
 	// builtin maps a builtin type's name ("str", "dict") to its address,
@@ -50,7 +53,7 @@ func NewReader(pid, minor int) (*Reader, error) {
 	if !ok {
 		return nil, fmt.Errorf("pymem: CPython 3.%d is not supported (3.10 to 3.13 are)", minor)
 	}
-	return &Reader{pid: pid, minor: minor, l: l, builtin: map[string]uint64{}, codes: map[uint64]*codeEntry{}}, nil
+	return &Reader{pid: pid, minor: minor, l: l, mem: processMemory(pid), builtin: map[string]uint64{}, codes: map[uint64]*codeEntry{}}, nil
 }
 
 // TypeName is the tp_name of obj's type: "Queue" for a class defined in

@@ -15,6 +15,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -42,6 +43,11 @@ func ReadJSONL(path string) ([]Row, error) {
 		defer gz.Close()
 		in = gz
 	}
+	return readJSONL(path, in)
+}
+
+// readJSONL reads the log called path from in.
+func readJSONL(path string, in io.Reader) ([]Row, error) {
 	var rows []Row
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
@@ -106,10 +112,14 @@ func Only(rows []Row, field string, v float64, keepUnlabelled bool) []Row {
 	return out
 }
 
+// parseUint reads a time in nanoseconds: an integer, whole (fmt.Sscan
+// read 1e9 as 1, and 1.5 as 1).
 func parseUint(n json.Number) (uint64, error) {
-	var u uint64
-	_, err := fmt.Sscan(n.String(), &u)
-	return u, err
+	u, err := strconv.ParseUint(n.String(), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s is not a whole number of nanoseconds", n)
+	}
+	return u, nil
 }
 
 // Match pairs one of gpuprof's steps with the truth step it measured.
