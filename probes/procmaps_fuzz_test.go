@@ -38,6 +38,9 @@ func FuzzParseMapsLine(f *testing.F) {
 			return // a file itself named "x (deleted)", or a name the kernel escapes
 		}
 		back := fmt.Sprintf("%x-%x %s %08x %s %d %s", m.start, m.end, m.perms, m.offset, m.dev, m.inode, m.path)
+		if m.deleted {
+			back += " (deleted)"
+		}
 		again, ok := parseMapsLine(back)
 		if !ok || again != m {
 			t.Fatalf("%q read as %+v, written back %q read as %+v (%v)", line, m, back, again, ok)
