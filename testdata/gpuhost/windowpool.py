@@ -13,13 +13,15 @@ for p in sys.argv[1:]:
   d=json.load(open(p)); w=d['windows']; e=d['step_ends']
   def rate(a,b):
     i,j=bisect.bisect(e,a),bisect.bisect(e,b)
+    if j-i<2: return None  # past the job's last step (a run ended by its budget)
     return (j-i-1)/((e[j-1]-e[i])/1e9)
   for k,x in enumerate(w):
     if x[0]=='off': continue
     nb=[rate(w[j][1]+0.5e9,w[j][2]-0.5e9) for j in (k-1,k+1) if 0<=j<len(w) and w[j][0]=='off']
-    if len(nb)<2: continue
-    pool.setdefault(alias.get(x[0],x[0]),[]).append(rate(x[1],x[2])/st.mean(nb)-1)
-  offs=[rate(x[1]+0.5e9,x[2]-0.5e9) for x in w if x[0]=='off']
+    on=rate(x[1],x[2])
+    if len(nb)<2 or None in nb or on is None: continue
+    pool.setdefault(alias.get(x[0],x[0]),[]).append(on/st.mean(nb)-1)
+  offs=[r for r in (rate(x[1]+0.5e9,x[2]-0.5e9) for x in w if x[0]=='off') if r is not None]
   pool.setdefault('@floor',[]).extend(offs[i+1]/((offs[i]+offs[i+2])/2)-1 for i in range(len(offs)-2))
 random.seed(1)
 for n,v in sorted(pool.items()):
