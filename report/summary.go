@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/gpuprof/gpuprof/correlate"
@@ -117,6 +118,7 @@ func WriteSummary(w io.Writer, s Summary) {
 				"or it is not a Python queue); pass --batch-size N, the samples a step trains on")
 		}
 	}
+	writeBounded(w, r.Dropped)
 	table(w, "threads:", "pid\ttid\tlaunches\tcalls\tsyncs\tsync time\th2d\td2h\t", len(r.Threads), func(i int) string {
 		t := r.Threads[i]
 		return fmt.Sprintf("%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t", t.PID, t.TID, t.Launches+t.GraphLaunches,
@@ -252,4 +254,26 @@ func table(w io.Writer, title, header string, n int, row func(i int) string) {
 		fmt.Fprintln(tw, row(i))
 	}
 	tw.Flush()
+}
+
+// writeBounded says what the process's correlator let go of to keep
+// gpuprof's memory bounded, if anything.
+func writeBounded(w io.Writer, d correlate.Dropped) {
+	if !d.Any() {
+		return
+	}
+	var parts []string
+	if d.Buffer > 0 {
+		parts = append(parts, fmt.Sprintf("%d events held while looking for the step boundary (the oldest)", d.Buffer))
+	}
+	if d.Window > 0 {
+		parts = append(parts, fmt.Sprintf("%d events from the boundary's review window", d.Window))
+	}
+	if d.Handles > 0 {
+		parts = append(parts, fmt.Sprintf("%d CUDA event and allocation handles", d.Handles))
+	}
+	if d.StepValues > 0 {
+		parts = append(parts, fmt.Sprintf("%d steps' values from the distributions (quantiles from a uniform sample of the steps; counts and means exact)", d.StepValues))
+	}
+	fmt.Fprintf(w, "memory bounded: let go of %s\n", strings.Join(parts, "; "))
 }

@@ -50,6 +50,7 @@ type profileFlags struct {
 	pyroscope   pyroscopeFlags
 	stacks      stackFlags
 	pictures    pictureFlags
+	memory      memoryFlags
 
 	// parsed from preset and probeSpecs
 	user  []probes.UserProbe
@@ -83,6 +84,7 @@ func (f *profileFlags) register(fs *pflag.FlagSet) {
 	f.pyroscope.register(fs)
 	f.stacks.register(fs)
 	f.pictures.register(fs)
+	f.memory.register(fs)
 	fs.BoolVar(&f.normalPrio, "normal-sched", false, "run gpuprof's threads under the normal scheduling policy (default: SCHED_BATCH, so that they never preempt the job's threads as they wake)")
 	fs.BoolVar(&f.probeStats, "probe-stats", false, "at the end, print how often each BPF program ran and for how long (turns on the kernel's BPF statistics while attached)")
 }
@@ -117,6 +119,9 @@ func openSession(f *profileFlags) (*probes.Session, error) {
 	}
 	if f.learnBudget < 0 || f.learnBudget > 1 {
 		return nil, usageErr("--learn-budget %g: give a fraction from 0 to 1", f.learnBudget)
+	}
+	if err := f.memory.apply(); err != nil {
+		return nil, err
 	}
 	var err error
 	if f.user, f.roles, err = userProbes(f.preset, f.probeSpecs); err != nil {
