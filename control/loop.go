@@ -27,6 +27,12 @@ type Loop struct {
 	ranks map[uint32]int
 }
 
+// LossSteps are the steps of a process that overlapped a loss of events
+// (Step.LostEvents): First and Last their indexes, N how many.
+type LossSteps struct {
+	First, Last, N int
+}
+
 // proc is one process's steps and what its probes were last told.
 type proc struct {
 	corr      *correlate.Correlator
@@ -35,6 +41,7 @@ type proc struct {
 	waitsTold bool               // the wait keeper was told of it at all
 	clock     stepClock
 	meter     launchMeter // its launch rate while its boundary is learned
+	lossSteps LossSteps   // its steps marked with lost events
 }
 
 // New makes a loop that sends steps to out and steers p; p nil (a
@@ -175,8 +182,34 @@ func (l *Loop) emit(steps []correlate.Step) {
 		if r, ok := l.ranks[st.PID]; ok {
 			st.Rank = &r
 		}
+		if l.cfg.LostEvents != nil {
+			if st.LostEvents = l.cfg.LostEvents(st.StartNS, st.EndNS); st.LostEvents > 0 {
+				l.markLoss(st)
+			}
+		}
 		l.out.Step(st)
 	}
+}
+
+func (l *Loop) markLoss(st correlate.Step) {
+	p := l.procs[st.PID]
+	if p == nil {
+		return
+	}
+	ls := &p.lossSteps
+	if ls.N == 0 || st.Index < ls.First {
+		ls.First = st.Index
+	}
+	ls.Last = max(ls.Last, st.Index)
+	ls.N++
+}
+
+// LossSteps are pid's steps marked with lost events so far.
+func (l *Loop) LossSteps(pid uint32) LossSteps {
+	if p := l.procs[pid]; p != nil {
+		return p.lossSteps
+	}
+	return LossSteps{}
 }
 
 // Summary is pid's run so far (a process not seen: an empty one).

@@ -197,6 +197,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	}
 	defer f.metrics.close()
 	loopCfg := f.controlConfig(gw.state)
+	loopCfg.LostEvents = sess.LostBetween
 	loop, err := control.New(loopCfg, steer(sess), outs)
 	if err != nil {
 		return err
@@ -269,7 +270,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	start := time.Now()
 	var lost uint64
 	lastCheck := start
-	runErr := sess.Run(ctx, func(batch []events.Event, attached []probes.LibraryPlan) {
+	onBatch := func(batch []events.Event, attached []probes.LibraryPlan) {
 		for _, lp := range attached {
 			noteAttached(live, lp)
 		}
@@ -282,7 +283,13 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 			}
 		}
 		out.add(batch...)
-	})
+	}
+	runErr := sess.Run(ctx, onBatch)
+	if runErr == nil {
+		// -d or Ctrl-C ended it with the targets running: detach and read
+		// what is left, so that the summary accounts for every event.
+		runErr = sess.Drain(onBatch)
+	}
 	stopGPUs()
 	kl, _ := sess.KernelLaunches()
 	if trace != nil && out.traceErr == nil {
@@ -318,7 +325,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		gpuRuns = gw.state.Runs()
 		report.WriteGPUs(stdout, gpuRuns, correlate.Groups(gpuRuns, gw.groups), gw.views)
 	}
-	loss := sessionLoss(sess.Stats())
+	loss := sessionLoss(sess.Stats(), loop)
 	info := runInfo{title: title, source: "attached to " + pidList(pids), attached: attached.Seconds(),
 		kernels: kernelCounts(kl, loop), gpus: gpuRuns, loss: &loss}
 	outErr = errors.Join(outErr, pics.close(loop, info, stdout))
