@@ -78,6 +78,7 @@ func (l *Loop) proc(pid uint32) *proc {
 		p = &proc{corr: l.newCorrelator()}
 		l.procs[pid] = p
 		l.out.Processes(len(l.procs))
+		l.shareBuffers()
 	}
 	return p
 }
@@ -202,6 +203,29 @@ func (l *Loop) markLoss(st correlate.Step) {
 	}
 	ls.Last = max(ls.Last, st.Index)
 	ls.N++
+}
+
+// The events the processes' correlators hold while they look for their
+// boundaries share jobBuffer: each holds at most its share, never more
+// than correlate.DefaultMaxBuffer (one process) nor less than
+// minProcBuffer, so that a job of many processes, or one followed through
+// many short-lived workers (--children), holds no more than ~300 MB
+// (~300 bytes an event) until it has more than 256 processes, ~1.2 MB a
+// process past that.
+const (
+	jobBuffer     = 1 << 20
+	minProcBuffer = 1 << 12
+)
+
+// shareBuffers gives each process's correlator its share of jobBuffer.
+func (l *Loop) shareBuffers() {
+	if l.cfg.Correlate.MaxBuffer > 0 {
+		return // set for all (tests)
+	}
+	share := min(correlate.DefaultMaxBuffer, max(minProcBuffer, jobBuffer/len(l.procs)))
+	for _, p := range l.procs {
+		p.corr.SetMaxBuffer(share)
+	}
 }
 
 // LossSteps are pid's steps marked with lost events so far.

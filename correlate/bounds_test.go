@@ -97,3 +97,20 @@ func TestSeriesBounded(t *testing.T) {
 		t.Errorf("small series %+v", d)
 	}
 }
+
+// TestSetMaxBuffer: lowering the bound drops the oldest events held, and
+// counts them.
+func TestSetMaxBuffer(t *testing.T) {
+	c, err := New(Config{MaxBuffer: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 900 {
+		ev := recordCall(t, 8, uint64(i)*10*us, 0xe1)
+		c.Add(&ev)
+	}
+	c.SetMaxBuffer(100)
+	if len(c.buf) != 100 || c.Dropped().Buffer != 800 || c.buf[0].ev.End != 800*10*us {
+		t.Errorf("held %d from %d, dropped %d; want the newest 100, 800 dropped", len(c.buf), c.buf[0].ev.End, c.Dropped().Buffer)
+	}
+}

@@ -176,6 +176,24 @@ type Dropped struct {
 // Any says whether anything was dropped.
 func (d Dropped) Any() bool { return d != Dropped{} }
 
+// SetMaxBuffer changes Config.MaxBuffer (a job's loop shares one budget
+// among its processes' correlators), dropping the oldest events held past
+// it.
+func (c *Correlator) SetMaxBuffer(n int) {
+	if n <= 0 {
+		n = DefaultMaxBuffer
+	}
+	c.cfg.MaxBuffer = n
+	if over := len(c.buf) - n; over > 0 {
+		c.dropped.Buffer += uint64(over)
+		c.buf = append(c.buf[:0], c.buf[over:]...)
+	}
+	if over := len(c.window) - n; over > 0 {
+		c.dropped.Window += uint64(over)
+		c.window = append(c.window[:0], c.window[over:]...)
+	}
+}
+
 // Dropped is what the correlator has let go of so far to stay bounded.
 func (c *Correlator) Dropped() Dropped {
 	d := c.dropped
