@@ -114,3 +114,33 @@ func TestSetMaxBuffer(t *testing.T) {
 		t.Errorf("held %d from %d, dropped %d; want the newest 100, 800 dropped", len(c.buf), c.buf[0].ev.End, c.Dropped().Buffer)
 	}
 }
+
+// TestThreadRowsBounded: a process starting a new thread for every call
+// keeps maxThreadRows thread rows; the rest of its calls are counted in
+// its TID 0 row, none lost.
+func TestThreadRowsBounded(t *testing.T) {
+	const n = 3 * maxThreadRows
+	c, err := New(Config{MaxBuffer: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		ev := recordCall(t, uint32(100+i), uint64(i)*us, 0xe1)
+		c.Add(&ev)
+	}
+	s := c.Summary()
+	calls := uint64(0)
+	var other *ThreadTotals
+	for i, th := range s.Threads {
+		calls += th.Calls
+		if th.TID == 0 {
+			other = &s.Threads[i]
+		}
+	}
+	if len(s.Threads) > maxThreadRows+1 || other == nil || calls != n {
+		t.Fatalf("%d thread rows (TID 0: %+v), %d calls in them; want at most %d rows holding all %d", len(s.Threads), other, calls, maxThreadRows+1, n)
+	}
+	if s.Dropped.ThreadEvents != other.Calls {
+		t.Errorf("Dropped.ThreadEvents %d, TID 0 row %d calls", s.Dropped.ThreadEvents, other.Calls)
+	}
+}

@@ -167,6 +167,9 @@ type Dropped struct {
 	Window uint64
 	// Handles: event records and allocations forgotten (maxHandles).
 	Handles uint64
+	// ThreadEvents: events of threads past maxThreadRows, summed into
+	// their process's TID 0 row.
+	ThreadEvents uint64
 	// StepValues: per-step values not kept for the distributions past
 	// seriesCap steps (their quantiles are then those of a uniform
 	// sample; counts and means stay exact).
@@ -198,6 +201,7 @@ func (c *Correlator) SetMaxBuffer(n int) {
 func (c *Correlator) Dropped() Dropped {
 	d := c.dropped
 	d.StepValues = uint64(c.sum.stepT.dropped())
+	d.ThreadEvents = c.sum.foldedThreads
 	return d
 }
 

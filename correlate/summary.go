@@ -139,9 +139,17 @@ type summaryAcc struct {
 	graphUnk    int
 	captured    int
 	h2d, d2h    series
-	sources     map[ComputeSource]int
-	gpu         gpuStepsAcc
+	// foldedThreads counts the events of threads past maxThreadRows,
+	// added to their process's TID 0 row.
+	foldedThreads uint64
+	sources       map[ComputeSource]int
+	gpu           gpuStepsAcc
 }
+
+// maxThreadRows bounds the per-thread rows a summary keeps (threads,
+// waits, user probes, each): past it, a new thread's events go to its
+// process's row for TID 0, "other threads".
+const maxThreadRows = 4096
 
 func newSummaryAcc() summaryAcc {
 	return summaryAcc{threads: map[uint64]*ThreadTotals{}, sources: map[ComputeSource]int{}, waits: map[waitKey]*WaitTotal{},
@@ -156,8 +164,14 @@ func (s *summaryAcc) addEvent(e *events.Event, a cudaapi.API) {
 	s.last = max(s.last, e.End)
 	id := threadID(e.PID, e.TID)
 	t := s.threads[id]
+	if t == nil && len(s.threads) >= maxThreadRows {
+		// A job starting ever new threads: the rest share one row, TID 0.
+		s.foldedThreads++
+		id = threadID(e.PID, 0)
+		t = s.threads[id]
+	}
 	if t == nil {
-		t = &ThreadTotals{PID: e.PID, TID: e.TID}
+		t = &ThreadTotals{PID: e.PID, TID: uint32(id)}
 		s.threads[id] = t
 	}
 	t.Calls++
@@ -202,8 +216,13 @@ func (s *summaryAcc) addUser(e *events.Event, up UserProbe) {
 	}
 	k := waitKey{e.PID, e.TID, up.Name}
 	t := s.userThreads[k]
+	if t == nil && len(s.userThreads) >= maxThreadRows {
+		s.foldedThreads++
+		k.tid = 0
+		t = s.userThreads[k]
+	}
 	if t == nil {
-		t = &UserTotal{Role: up.Role, Name: up.Name, PID: e.PID, TID: e.TID, Threads: 1}
+		t = &UserTotal{Role: up.Role, Name: up.Name, PID: e.PID, TID: k.tid, Threads: 1}
 		s.userThreads[k] = t
 		u.Threads++
 	}
@@ -216,8 +235,13 @@ func (s *summaryAcc) addUser(e *events.Event, up UserProbe) {
 func (s *summaryAcc) addWait(e *events.Event, kind WaitKind, what string) {
 	k := waitKey{e.PID, e.TID, what}
 	w := s.waits[k]
+	if w == nil && len(s.waits) >= maxThreadRows {
+		s.foldedThreads++
+		k.tid = 0
+		w = s.waits[k]
+	}
 	if w == nil {
-		w = &WaitTotal{PID: e.PID, TID: e.TID, Kind: kind, What: what}
+		w = &WaitTotal{PID: e.PID, TID: k.tid, Kind: kind, What: what}
 		s.waits[k] = w
 	}
 	w.Count++

@@ -346,6 +346,9 @@ func writeBounded(w io.Writer, d correlate.Dropped) {
 	if d.Handles > 0 {
 		parts = append(parts, fmt.Sprintf("%d CUDA event and allocation handles", d.Handles))
 	}
+	if d.ThreadEvents > 0 {
+		parts = append(parts, fmt.Sprintf("the own rows of threads past the first %d: their %d events are in tid 0's", 4096, d.ThreadEvents))
+	}
 	if d.StepValues > 0 {
 		parts = append(parts, fmt.Sprintf("%d steps' values from the distributions (quantiles from a uniform sample of the steps; counts and means exact)", d.StepValues))
 	}
