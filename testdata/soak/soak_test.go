@@ -115,15 +115,17 @@ func TestSoak(t *testing.T) {
 	fmt.Fprintln(csv, "elapsed_s,rss_kib,produced")
 	start := time.Now()
 	var rss []uint64
-	sample := func() {
+	var samples []sample
+	take := func() {
 		kib, err := vmRSS(gp.Process.Pid)
 		if err != nil {
 			t.Fatalf("read gpuprof's RSS: %v", err)
 		}
 		rss = append(rss, kib)
+		samples = append(samples, sample{time.Since(start).Seconds(), kib})
 		fmt.Fprintf(csv, "%.0f,%d,%d\n", time.Since(start).Seconds(), kib, loop.produced)
 	}
-	sample()
+	take()
 	// Calls in chunks of chunk, paced to rate by the wall clock: a
 	// chunk late (the machine busy) is made up by the next ones.
 	const chunk = 1000
@@ -137,12 +139,16 @@ func TestSoak(t *testing.T) {
 			t.Fatalf("hitloop: %v", err)
 		}
 		if time.Now().After(nextSample) {
-			sample()
+			take()
 			nextSample = nextSample.Add(sampleEvery)
 		}
 	}
-	sample()
+	take()
 	elapsed := time.Since(start)
+	if svg, err := os.Create(filepath.Join(out, "soak.svg")); err == nil {
+		plotSVG(svg, samples, fmt.Sprintf("gpuprof RSS, %d probed calls a second, %v", rate, d))
+		svg.Close()
+	}
 	// The producers end first, so that gpuprof reads what is left in the
 	// ring buffer (it waits for two empty reads after the targets exit)
 	// and then prints its summary.
