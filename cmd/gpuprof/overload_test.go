@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -26,7 +27,7 @@ import (
 // events of which kind were lost, when, and which of the demo's steps
 // overlapped the loss, and those steps, and only those, carry
 // lost_events in --jsonl; the step that swallowed the lost boundaries (a
-// merged step, far longer than the others) is among them.
+// merged step, the longest) is among them.
 func TestLossSummary(t *testing.T) {
 	testenv.RequireRoot(t)
 	const calls, chunk = 1000000, 100000
@@ -100,12 +101,12 @@ func TestLossSummary(t *testing.T) {
 	if len(marked) != n || len(marked) == 0 || marked[0] != first || marked[len(marked)-1] != last {
 		t.Errorf("steps with lost_events in --jsonl %v, the summary says %d-%d (%d)", marked, first, last, n)
 	}
+	// The longest step is the one the lost boundaries merged (~1.9 s of
+	// 11 ms steps): a busy machine stalls the demo far less.
+	longest := slices.MaxFunc(rows, func(a, b stepRow) int { return cmp.Compare(a.Wall, b.Wall) })
 	slices.Sort(walls)
-	median := walls[len(walls)/2]
-	for _, r := range rows {
-		if r.Wall > 20*median && r.Lost == 0 {
-			t.Errorf("step %d lasted %.3fs (median %.4fs), boundaries merged into it, yet has no lost_events", r.Step, r.Wall, median)
-		}
+	if median := walls[len(walls)/2]; longest.Lost == 0 {
+		t.Errorf("the longest step, %d, lasted %.3fs (median %.4fs): boundaries merged into it, yet it has no lost_events", longest.Step, longest.Wall, median)
 	}
 	t.Logf("%d steps, %s; marked %v", len(rows), m[0], marked)
 }
