@@ -11,7 +11,7 @@ import (
 	"github.com/gpuprof/gpuprof/events"
 )
 
-// TestFloodAccounting floods the ring buffer: the drainer stalls for 2 s
+// TestFloodAccounting floods the ring buffer: the drainer stalls for 3 s
 // (stallEnv) while the hitloop makes 1,000,000 cuEventRecord calls
 // straight to the driver, each one probed at entry and one call event,
 // ~136 MB of records against a 4 MiB buffer. Every call must be either
@@ -26,7 +26,7 @@ func TestFloodAccounting(t *testing.T) {
 }
 
 func testFlood(t *testing.T, cancelRun bool) {
-	const stall = 2 * time.Second
+	const stall = 3 * time.Second
 	const calls, chunk = 1000000, 50000
 	t.Setenv(stallEnv, stall.String())
 	s := openSession(t)
