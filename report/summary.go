@@ -242,7 +242,7 @@ func WriteLoss(w io.Writer, l Loss) {
 	if l.KernelsFull > 0 {
 		fmt.Fprintf(w, "launches not counted per kernel (too many distinct kernels): %d\n", l.KernelsFull)
 	}
-	writeLossDetail(w, l)
+	WriteLossDetail(w, l)
 }
 
 // lossKinds names the kinds of event the ring buffer can lose, in the
@@ -257,9 +257,10 @@ var lossKinds = []struct {
 // maxLossSpans is how many spans of loss the summary lists.
 const maxLossSpans = 5
 
-// writeLossDetail says, where the ring buffer was full, what the loss
-// affected: which kinds of event, when, and which steps.
-func writeLossDetail(w io.Writer, l Loss) {
+// WriteLossDetail says, where the ring buffer was full, what the loss
+// affected: which kinds of event, when, and which steps (nothing where
+// it never was).
+func WriteLossDetail(w io.Writer, l Loss) {
 	if l.RingbufFull == 0 {
 		return
 	}
