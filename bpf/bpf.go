@@ -270,3 +270,9 @@ func (o *Objects) SetPyLearning(n int) error {
 	}
 	return nil
 }
+
+// Loss is one record kind's drops on one CPU for want of room in the
+// events ring buffer (gpuprof.bpf.c's struct loss): Count all of them,
+// the latest run of them (Run drops from FirstNs to LastNs, none further
+// apart than the C side's LOSS_GAP_NS).
+type Loss = gpuprofLoss

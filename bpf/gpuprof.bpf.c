@@ -342,6 +342,28 @@ struct {
 	__type(value, __u64);
 } stats SEC(".maps");
 
+// A kind's ring-buffer-full drops on one CPU: how many in all (exact),
+// and the current run of them, drops no more than LOSS_GAP_NS apart: when
+// it began, its latest, how many. The reader turns the runs into the
+// spans of time a loss covers (probes/losses.go), for the steps they
+// overlap to be marked.
+struct loss {
+	__u64 count;
+	__u64 run;
+	__u64 first_ns;
+	__u64 last_ns;
+};
+
+#define LOSS_GAP_NS 10000000ULL
+#define LOSS_KINDS 16 // above every enum event_kind
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LOSS_KINDS);
+	__type(key, __u32);
+	__type(value, struct loss);
+} losses SEC(".maps");
+
 // Driver calls made underneath a runtime call of the same kind, by process
 // and driver entry point: whether the driver's probes see every runtime
 // call, so that the runtime's can go (probes/twins.go).
@@ -392,11 +414,32 @@ struct task_struct {
 	struct thread_struct thread;
 } __attribute__((preserve_access_index));
 
+// count adds one to a counter: this CPU's slot, atomically, for a
+// program preempted on this CPU by another (uprobes run preemptible) must
+// not lose the other's count: what is lost is counted exactly.
 static __always_inline void count(__u32 stat)
 {
 	__u64 *v = bpf_map_lookup_elem(&stats, &stat);
 	if (v)
-		*v += 1;
+		__sync_fetch_and_add(v, 1);
+}
+
+// lost counts an event of kind the events ring buffer had no room for:
+// in the total (STAT_RINGBUF_FULL), by kind, and when (struct loss).
+static __always_inline void lost(__u32 kind)
+{
+	count(STAT_RINGBUF_FULL);
+	struct loss *l = bpf_map_lookup_elem(&losses, &kind);
+	if (!l)
+		return;
+	__u64 now = bpf_ktime_get_ns();
+	if (now - l->last_ns > LOSS_GAP_NS) {
+		l->first_ns = now;
+		l->run = 0;
+	}
+	l->last_ns = now;
+	__sync_fetch_and_add(&l->run, 1);
+	__sync_fetch_and_add(&l->count, 1);
 }
 
 // lookup_or_init is a counter map's value for key, put in as zero (this
@@ -549,7 +592,7 @@ static __always_inline void emit_name(struct call_slot *slot, __u64 cookie, __u6
 	__u32 out_arg = COOKIE_OUT_ARG(cookie);
 	struct name_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
-		count(STAT_RINGBUF_FULL);
+		lost(EV_KERNEL_NAME);
 		return;
 	}
 	__u64 id = bpf_get_current_pid_tgid();
@@ -622,7 +665,7 @@ static __always_inline struct event *reserve_call(struct thread_state *ts, __u64
 {
 	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
-		count(STAT_RINGBUF_FULL);
+		lost(EV_CALL);
 		return NULL;
 	}
 	__u64 id = bpf_get_current_pid_tgid();
@@ -772,7 +815,7 @@ static __always_inline void emit_site(struct pt_regs *ctx, __u16 api, __u64 hand
 {
 	struct site_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
-		count(STAT_RINGBUF_FULL);
+		lost(EV_KERNEL_SITE);
 		return;
 	}
 	__u64 id = bpf_get_current_pid_tgid();
@@ -860,7 +903,7 @@ static __always_inline void emit_span(__u8 kind, __u64 start, __u64 end, __u64 f
 {
 	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
-		count(STAT_RINGBUF_FULL);
+		lost(kind);
 		return;
 	}
 	__builtin_memset(e, 0, sizeof(*e));
@@ -1031,7 +1074,7 @@ int py_lock_return(struct pt_regs *ctx)
 		return 0;
 	struct py_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
-		count(STAT_RINGBUF_FULL);
+		lost(EV_PY_WAIT);
 		return 0;
 	}
 	// Frames past nframes are left as they are: the reader ignores them (and
@@ -1126,7 +1169,7 @@ int io_write(struct pt_regs *ctx)
 {
 	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
-		count(STAT_RINGBUF_FULL);
+		lost(EV_WRITE);
 		return 0;
 	}
 	__builtin_memset(e, 0, sizeof(*e));
@@ -1219,7 +1262,7 @@ static __always_inline void emit_py_call(__u64 id, __u16 api, struct py_call *c,
 	bpf_map_delete_elem(&py_calls, &ck);
 	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
-		count(STAT_RINGBUF_FULL);
+		lost(EV_CALL);
 		return;
 	}
 	__builtin_memset(e, 0, sizeof(*e));

@@ -88,6 +88,14 @@ const (
 	gpuprofLayerLAYER_USER    gpuprofLayer = 4
 )
 
+type gpuprofLoss struct {
+	_       structs.HostLayout
+	Count   uint64
+	Run     uint64
+	FirstNs uint64
+	LastNs  uint64
+}
+
 type gpuprofNameEvent struct {
 	_      structs.HostLayout
 	Kind   uint8
@@ -331,6 +339,7 @@ type gpuprofWaitKey struct {
 const (
 	gpuprofMapEvents             = "events"
 	gpuprofMapKernels            = "kernels"
+	gpuprofMapLosses             = "losses"
 	gpuprofMapPools              = "pools"
 	gpuprofMapProfiled           = "profiled"
 	gpuprofMapPyAnchorCodes      = "py_anchor_codes"
@@ -465,6 +474,7 @@ type gpuprofProgramSpecs struct {
 type gpuprofMapSpecs struct {
 	Events        *ebpf.MapSpec `ebpf:"events"`
 	Kernels       *ebpf.MapSpec `ebpf:"kernels"`
+	Losses        *ebpf.MapSpec `ebpf:"losses"`
 	Pools         *ebpf.MapSpec `ebpf:"pools"`
 	Profiled      *ebpf.MapSpec `ebpf:"profiled"`
 	PyAnchorCodes *ebpf.MapSpec `ebpf:"py_anchor_codes"`
@@ -541,6 +551,7 @@ func (o *gpuprofObjects) Close() error {
 type gpuprofMaps struct {
 	Events        *ebpf.Map `ebpf:"events"`
 	Kernels       *ebpf.Map `ebpf:"kernels"`
+	Losses        *ebpf.Map `ebpf:"losses"`
 	Pools         *ebpf.Map `ebpf:"pools"`
 	Profiled      *ebpf.Map `ebpf:"profiled"`
 	PyAnchorCodes *ebpf.Map `ebpf:"py_anchor_codes"`
@@ -558,6 +569,7 @@ func (m *gpuprofMaps) Close() error {
 	return _GpuprofClose(
 		m.Events,
 		m.Kernels,
+		m.Losses,
 		m.Pools,
 		m.Profiled,
 		m.PyAnchorCodes,

@@ -34,6 +34,10 @@ type Config struct {
 	StepTimes StepTimes
 	// Log takes the loop's decisions; nil: slog.Default().
 	Log *slog.Logger
+	// LostEvents, where set, is how many events the probes lost in the
+	// spans of loss overlapping [startNS, endNS] (probes.Session's
+	// LostBetween): each step is marked with it (Step.LostEvents).
+	LostEvents func(startNS, endNS uint64) uint64
 }
 
 // StepTimes: a process's step time (Probes.FitLaunchPhases) is the median

@@ -27,6 +27,12 @@ type Loop struct {
 	ranks map[uint32]int
 }
 
+// LossSteps are the steps of a process that overlapped a loss of events
+// (Step.LostEvents): First and Last their indexes, N how many.
+type LossSteps struct {
+	First, Last, N int
+}
+
 // proc is one process's steps and what its probes were last told.
 type proc struct {
 	corr      *correlate.Correlator
@@ -37,7 +43,8 @@ type proc struct {
 	meter     launchMeter // its launch rate while its boundary is learned
 	// before are its runs as the programs it ran before an exec, oldest
 	// first (KindExec).
-	before []correlate.Summary
+	before    []correlate.Summary
+	lossSteps LossSteps // its steps marked with lost events
 }
 
 // New makes a loop that sends steps to out and steers p; p nil (a
@@ -74,6 +81,7 @@ func (l *Loop) proc(pid uint32) *proc {
 		p = &proc{corr: l.newCorrelator()}
 		l.procs[pid] = p
 		l.out.Processes(len(l.procs))
+		l.shareBuffers()
 	}
 	return p
 }
@@ -181,6 +189,11 @@ func (l *Loop) emit(steps []correlate.Step) {
 		if r, ok := l.ranks[st.PID]; ok {
 			st.Rank = &r
 		}
+		if l.cfg.LostEvents != nil {
+			if st.LostEvents = l.cfg.LostEvents(st.StartNS, st.EndNS); st.LostEvents > 0 {
+				l.markLoss(st)
+			}
+		}
 		l.out.Step(st)
 	}
 }
@@ -198,7 +211,8 @@ func (l *Loop) execed(e *events.Event) {
 	if run := p.corr.Summary(); run.Steps > 0 {
 		before = append(before, run) // a launcher's shell had none to show
 	}
-	l.procs[e.PID] = &proc{corr: l.newCorrelator(), before: before}
+	l.procs[e.PID] = &proc{corr: l.newCorrelator(), before: before, lossSteps: p.lossSteps}
+	l.shareBuffers()
 	l.out.Note(fmt.Sprintf("PID %d started a new program (exec): its steps are found again from here", e.PID))
 }
 
@@ -209,6 +223,50 @@ func (l *Loop) Before(pid uint32) []correlate.Summary {
 		return p.before
 	}
 	return nil
+}
+
+func (l *Loop) markLoss(st correlate.Step) {
+	p := l.procs[st.PID]
+	if p == nil {
+		return
+	}
+	ls := &p.lossSteps
+	if ls.N == 0 || st.Index < ls.First {
+		ls.First = st.Index
+	}
+	ls.Last = max(ls.Last, st.Index)
+	ls.N++
+}
+
+// The events the processes' correlators hold while they look for their
+// boundaries share jobBuffer: each holds at most its share, never more
+// than correlate.DefaultMaxBuffer (one process) nor less than
+// minProcBuffer, so that a job of many processes, or one followed through
+// many short-lived workers (--children), holds no more than ~300 MB
+// (~300 bytes an event) until it has more than 256 processes, ~1.2 MB a
+// process past that.
+const (
+	jobBuffer     = 1 << 20
+	minProcBuffer = 1 << 12
+)
+
+// shareBuffers gives each process's correlator its share of jobBuffer.
+func (l *Loop) shareBuffers() {
+	if l.cfg.Correlate.MaxBuffer > 0 {
+		return // set for all (tests)
+	}
+	share := min(correlate.DefaultMaxBuffer, max(minProcBuffer, jobBuffer/len(l.procs)))
+	for _, p := range l.procs {
+		p.corr.SetMaxBuffer(share)
+	}
+}
+
+// LossSteps are pid's steps marked with lost events so far.
+func (l *Loop) LossSteps(pid uint32) LossSteps {
+	if p := l.procs[pid]; p != nil {
+		return p.lossSteps
+	}
+	return LossSteps{}
 }
 
 // Summary is pid's run so far (a process not seen: an empty one).

@@ -27,8 +27,9 @@ type Config struct {
 	// BatchSize is the samples a step trains on (--batch-size), for
 	// train_capacity and thru. 0: unknown.
 	BatchSize int
-	// MaxBuffer bounds the events held while the boundary is not yet known.
-	// 0 means 1<<20.
+	// MaxBuffer bounds the events held while the boundary is not yet known
+	// (and the review window's): past it the older half goes. 0 means
+	// DefaultMaxBuffer.
 	MaxBuffer int
 	// GPUs, when set, joins each step with the hardware state of its
 	// process's GPUs (NVML samples), shared by a job's correlators.
@@ -41,6 +42,14 @@ type UserProbe struct {
 	Role events.Role
 	Name string
 }
+
+// DefaultMaxBuffer is how many events a process's correlator holds at most
+// while it looks for the boundary: ~300 bytes each, ~80 MB, ~13 s of the
+// H200 DDP rank's ~20,000 events a second. A process whose steps are never
+// found (no loop, or one gpuprof cannot tell) holds this much for as long
+// as it is attached, so it is a share of --max-memory, not all of it: a
+// job's ranks each have one.
+const DefaultMaxBuffer = 1 << 18
 
 // learnEvery is how much event time passes between attempts to find the
 // boundary.
@@ -136,6 +145,64 @@ type Correlator struct {
 	names   map[handle]string // kernel handle -> name
 	graphs  graphs            // CUDA graphs captured while attached
 	sum     summaryAcc
+	dropped Dropped
+}
+
+// maxHandles bounds the CUDA event records and allocations remembered
+// (by handle, for the elapsed-time reads and frees that name them): a job
+// that creates events or allocates without end does not grow gpuprof
+// with it. Past it they are forgotten all at once (Dropped.Handles): an
+// elapsed read or free of one then finds nothing, as for one made before
+// gpuprof attached.
+const maxHandles = 1 << 16
+
+// Dropped counts what the correlator let go of to stay within its
+// bounds: none of it is lost from the steps already reported.
+type Dropped struct {
+	// Buffer: events dropped, oldest first, from those held while the
+	// boundary was looked for (Config.MaxBuffer): steps are learnt from
+	// the newer ones.
+	Buffer uint64
+	// Window: events left out of the boundary's review window.
+	Window uint64
+	// Handles: event records and allocations forgotten (maxHandles).
+	Handles uint64
+	// ThreadEvents: events of threads past maxThreadRows, summed into
+	// their process's TID 0 row.
+	ThreadEvents uint64
+	// StepValues: per-step values not kept for the distributions past
+	// seriesCap steps (their quantiles are then those of a uniform
+	// sample; counts and means stay exact).
+	StepValues uint64
+}
+
+// Any says whether anything was dropped.
+func (d Dropped) Any() bool { return d != Dropped{} }
+
+// SetMaxBuffer changes Config.MaxBuffer (a job's loop shares one budget
+// among its processes' correlators), dropping the oldest events held past
+// it.
+func (c *Correlator) SetMaxBuffer(n int) {
+	if n <= 0 {
+		n = DefaultMaxBuffer
+	}
+	c.cfg.MaxBuffer = n
+	if over := len(c.buf) - n; over > 0 {
+		c.dropped.Buffer += uint64(over)
+		c.buf = append(c.buf[:0], c.buf[over:]...)
+	}
+	if over := len(c.window) - n; over > 0 {
+		c.dropped.Window += uint64(over)
+		c.window = append(c.window[:0], c.window[over:]...)
+	}
+}
+
+// Dropped is what the correlator has let go of so far to stay bounded.
+func (c *Correlator) Dropped() Dropped {
+	d := c.dropped
+	d.StepValues = uint64(c.sum.stepT.dropped())
+	d.ThreadEvents = c.sum.foldedThreads
+	return d
 }
 
 // New returns a Correlator, or an error for a bad boundary name.
@@ -144,7 +211,7 @@ func New(cfg Config) (*Correlator, error) {
 		cfg.LearnMin = 6
 	}
 	if cfg.MaxBuffer <= 0 {
-		cfg.MaxBuffer = 1 << 20
+		cfg.MaxBuffer = DefaultMaxBuffer
 	}
 	c := &Correlator{cfg: cfg, records: map[handle]record{}, allocs: map[handle]uint64{},
 		names: map[handle]string{}, sum: newSummaryAcc(), counted: !cfg.NoLaunchCounts,
@@ -286,13 +353,23 @@ func (c *Correlator) Add(e *events.Event) []Step {
 	}
 	switch a.Class {
 	case cudaapi.ClassRecord:
-		c.records[handle{e.PID, e.Handle()}] = record{e.Start, e.End}
+		h := handle{e.PID, e.Handle()}
+		if _, ok := c.records[h]; !ok && len(c.records) >= maxHandles {
+			c.dropped.Handles += uint64(len(c.records))
+			clear(c.records)
+		}
+		c.records[h] = record{e.Start, e.End}
 	case cudaapi.ClassElapsed:
 		first, second := c.records[handle{e.PID, e.Handle()}], c.records[handle{e.PID, e.Second()}]
 		it.span, it.mark = [2]uint64{first.end, second.end}, first.start
 	case cudaapi.ClassAlloc:
 		if e.OK() && e.Out != 0 {
-			c.allocs[handle{e.PID, e.Out}] = e.Bytes()
+			h := handle{e.PID, e.Out}
+			if _, ok := c.allocs[h]; !ok && len(c.allocs) >= maxHandles {
+				c.dropped.Handles += uint64(len(c.allocs))
+				clear(c.allocs)
+			}
+			c.allocs[h] = e.Bytes()
 		}
 	case cudaapi.ClassFree:
 		h := handle{e.PID, e.Handle()}
@@ -307,6 +384,7 @@ func (c *Correlator) Add(e *events.Event) []Step {
 	}
 	c.buf = append(c.buf, it)
 	if len(c.buf) > c.cfg.MaxBuffer {
+		c.dropped.Buffer += uint64(len(c.buf) / 2)
 		c.buf = append(c.buf[:0], c.buf[len(c.buf)/2:]...)
 	}
 	// Attempts come every learnEvery of event time, or once the buffer has
@@ -374,6 +452,12 @@ func (c *Correlator) tryLearn(final bool) []Step {
 // least twice the kernels (rank). Steps already reported stay;
 // numbering continues.
 func (c *Correlator) review(it *item) []Step {
+	if len(c.window) >= c.cfg.MaxBuffer {
+		// More than MaxBuffer events within reviewWindow: the review
+		// sees the newer half.
+		c.dropped.Window += uint64(len(c.window) / 2)
+		c.window = append(c.window[:0], c.window[len(c.window)/2:]...)
+	}
 	c.window = append(c.window, *it)
 	now := it.ev.End
 	e := &it.ev

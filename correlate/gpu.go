@@ -201,7 +201,7 @@ type GPUSteps struct {
 type gpuStepsAcc struct {
 	gpus                                   []int
 	steps                                  int
-	util, sm, tensor, power, clock, procSM []float64
+	util, sm, tensor, power, clock, procSM series
 	throttled                              map[string]int
 }
 
@@ -213,12 +213,12 @@ func (a *gpuStepsAcc) add(st *Step) {
 	a.steps++
 	a.gpus = g.GPUs
 	for _, f := range []struct {
-		to *[]float64
+		to *series
 		v  float64
 	}{{&a.util, g.Util}, {&a.sm, g.SMActive}, {&a.tensor, g.TensorActive}, {&a.power, g.PowerW},
 		{&a.clock, g.SMClockMHz}, {&a.procSM, g.ProcSMUtil}} {
 		if events.Has(f.v) {
-			*f.to = append(*f.to, f.v)
+			f.to.add(f.v)
 		}
 	}
 	for _, n := range ThrottleReasons(g.Throttle) {
@@ -230,6 +230,6 @@ func (a *gpuStepsAcc) add(st *Step) {
 }
 
 func (a *gpuStepsAcc) summary() GPUSteps {
-	return GPUSteps{Steps: a.steps, GPUs: slices.Clone(a.gpus), Util: dist(a.util), SMActive: dist(a.sm), TensorActive: dist(a.tensor),
-		PowerW: dist(a.power), SMClockMHz: dist(a.clock), ProcSMUtil: dist(a.procSM), Throttled: a.throttled}
+	return GPUSteps{Steps: a.steps, GPUs: slices.Clone(a.gpus), Util: a.util.dist(), SMActive: a.sm.dist(), TensorActive: a.tensor.dist(),
+		PowerW: a.power.dist(), SMClockMHz: a.clock.dist(), ProcSMUtil: a.procSM.dist(), Throttled: a.throttled}
 }

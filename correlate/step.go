@@ -135,6 +135,11 @@ type Step struct {
 	// GPU is the hardware state of the process's GPUs while the step ran
 	// (NVML), where sampled.
 	GPU *StepGPU `json:"gpu,omitempty"`
+	// LostEvents is how many events the probes lost (the ring buffer
+	// full) in spans of loss overlapping the step: its numbers are then
+	// incomplete (calls, waits, launches missing; a boundary missed merges
+	// two steps into one). 0: none lost around it.
+	LostEvents uint64 `json:"lost_events,omitempty"`
 
 	// Phases is the step thread's timeline from StartNS to EndNS
 	// (timeline.go), for labelling profile samples by phase; its sums are

@@ -101,6 +101,8 @@ type Summary struct {
 	FirstNS          uint64
 	LastNS           uint64
 	Events           uint64
+	// Dropped is what the correlator let go of to stay bounded.
+	Dropped Dropped
 }
 
 type waitKey struct {
@@ -112,34 +114,42 @@ type summaryAcc struct {
 	user        map[string]*UserTotal
 	userThreads map[waitKey]*UserTotal // by function (what) and thread
 	waits       map[waitKey]*WaitTotal
-	wallT       []float64
-	fetchT      []float64
-	trainCap    []float64
-	inferCap    []float64
-	pool        []float64
+	wallT       series
+	fetchT      series
+	trainCap    series
+	inferCap    series
+	pool        series
 	poolKind    string
 	dispatchOn  map[string]float64
-	samples     []float64
-	dispatch    []float64
-	dataT       []float64
+	samples     series
+	dispatch    series
+	dataT       series
 	dataEst     int
 	threads     map[uint64]*ThreadTotals
 	first       uint64
 	last        uint64
 	events      uint64
 	steps       int
-	stepT       []float64
-	computeT    []float64
-	syncT       []float64
-	launches    []float64
-	graphL      []float64 // graph launches, in counted steps with any
-	graphK      []float64 // their kernels, where known
+	stepT       series
+	computeT    series
+	syncT       series
+	launches    series
+	graphL      series // graph launches, in counted steps with any
+	graphK      series // their kernels, where known
 	graphUnk    int
 	captured    int
-	h2d, d2h    []float64
-	sources     map[ComputeSource]int
-	gpu         gpuStepsAcc
+	h2d, d2h    series
+	// foldedThreads counts the events of threads past maxThreadRows,
+	// added to their process's TID 0 row.
+	foldedThreads uint64
+	sources       map[ComputeSource]int
+	gpu           gpuStepsAcc
 }
+
+// maxThreadRows bounds the per-thread rows a summary keeps (threads,
+// waits, user probes, each): past it, a new thread's events go to its
+// process's row for TID 0, "other threads".
+const maxThreadRows = 4096
 
 func newSummaryAcc() summaryAcc {
 	return summaryAcc{threads: map[uint64]*ThreadTotals{}, sources: map[ComputeSource]int{}, waits: map[waitKey]*WaitTotal{},
@@ -154,8 +164,14 @@ func (s *summaryAcc) addEvent(e *events.Event, a cudaapi.API) {
 	s.last = max(s.last, e.End)
 	id := threadID(e.PID, e.TID)
 	t := s.threads[id]
+	if t == nil && len(s.threads) >= maxThreadRows {
+		// A job starting ever new threads: the rest share one row, TID 0.
+		s.foldedThreads++
+		id = threadID(e.PID, 0)
+		t = s.threads[id]
+	}
 	if t == nil {
-		t = &ThreadTotals{PID: e.PID, TID: e.TID}
+		t = &ThreadTotals{PID: e.PID, TID: uint32(id)}
 		s.threads[id] = t
 	}
 	t.Calls++
@@ -200,8 +216,13 @@ func (s *summaryAcc) addUser(e *events.Event, up UserProbe) {
 	}
 	k := waitKey{e.PID, e.TID, up.Name}
 	t := s.userThreads[k]
+	if t == nil && len(s.userThreads) >= maxThreadRows {
+		s.foldedThreads++
+		k.tid = 0
+		t = s.userThreads[k]
+	}
 	if t == nil {
-		t = &UserTotal{Role: up.Role, Name: up.Name, PID: e.PID, TID: e.TID, Threads: 1}
+		t = &UserTotal{Role: up.Role, Name: up.Name, PID: e.PID, TID: k.tid, Threads: 1}
 		s.userThreads[k] = t
 		u.Threads++
 	}
@@ -214,8 +235,13 @@ func (s *summaryAcc) addUser(e *events.Event, up UserProbe) {
 func (s *summaryAcc) addWait(e *events.Event, kind WaitKind, what string) {
 	k := waitKey{e.PID, e.TID, what}
 	w := s.waits[k]
+	if w == nil && len(s.waits) >= maxThreadRows {
+		s.foldedThreads++
+		k.tid = 0
+		w = s.waits[k]
+	}
 	if w == nil {
-		w = &WaitTotal{PID: e.PID, TID: e.TID, Kind: kind, What: what}
+		w = &WaitTotal{PID: e.PID, TID: k.tid, Kind: kind, What: what}
 		s.waits[k] = w
 	}
 	w.Count++
@@ -225,25 +251,25 @@ func (s *summaryAcc) addWait(e *events.Event, kind WaitKind, what string) {
 func (s *summaryAcc) addStep(st *Step) {
 	s.steps++
 	s.gpu.add(st)
-	s.stepT = append(s.stepT, st.StepTime)
-	s.wallT = append(s.wallT, st.WallTime)
+	s.stepT.add(st.StepTime)
+	s.wallT.add(st.WallTime)
 	if st.WaitsObserved {
-		s.dispatch = append(s.dispatch, st.DispatchWait)
+		s.dispatch.add(st.DispatchWait)
 	}
 	if st.DataMeasured {
-		s.dataT = append(s.dataT, st.DataTime)
+		s.dataT.add(st.DataTime)
 	}
 	if st.DataSource == DataCalibrated {
 		s.dataEst++
 	}
 	if st.FetchCalls > 0 {
-		s.fetchT = append(s.fetchT, st.FetchTime)
+		s.fetchT.add(st.FetchTime)
 	}
 	if st.TrainCapacity > 0 {
-		s.trainCap = append(s.trainCap, st.TrainCapacity)
+		s.trainCap.add(st.TrainCapacity)
 	}
 	if st.InferCapacity > 0 {
-		s.inferCap = append(s.inferCap, st.InferCapacity)
+		s.inferCap.add(st.InferCapacity)
 	}
 	if st.DispatchWait > 0 && st.WaitedOn != "" {
 		if s.dispatchOn == nil {
@@ -252,31 +278,31 @@ func (s *summaryAcc) addStep(st *Step) {
 		s.dispatchOn[st.WaitedOn] += st.DispatchWait
 	}
 	if st.SamplesMeasured {
-		s.samples = append(s.samples, float64(st.Samples))
+		s.samples.add(float64(st.Samples))
 	}
 	if st.PoolMeasured {
-		s.pool = append(s.pool, float64(st.Pool))
+		s.pool.add(float64(st.Pool))
 		s.poolKind = st.PoolKind
 	}
 	if st.ComputeSource != ComputeNone {
-		s.computeT = append(s.computeT, st.ComputeTime)
+		s.computeT.add(st.ComputeTime)
 	}
 	s.sources[st.ComputeSource]++
-	s.syncT = append(s.syncT, st.SyncTime)
+	s.syncT.add(st.SyncTime)
 	if st.LaunchesCounted {
-		s.launches = append(s.launches, float64(st.Launches+st.GraphLaunches))
+		s.launches.add(float64(st.Launches + st.GraphLaunches))
 		s.captured += st.CapturedLaunches
 		if st.GraphLaunches > 0 {
-			s.graphL = append(s.graphL, float64(st.GraphLaunches))
+			s.graphL.add(float64(st.GraphLaunches))
 			if st.GraphKernelsKnown {
-				s.graphK = append(s.graphK, float64(st.GraphKernels))
+				s.graphK.add(float64(st.GraphKernels))
 			} else {
 				s.graphUnk++
 			}
 		}
 	}
-	s.h2d = append(s.h2d, float64(st.H2DBytes))
-	s.d2h = append(s.d2h, float64(st.D2HBytes))
+	s.h2d.add(float64(st.H2DBytes))
+	s.d2h.add(float64(st.D2HBytes))
 }
 
 // SummarizeSteps is what steps alone say, as Summary would of a run of
@@ -299,15 +325,15 @@ func SummarizeSteps(steps []Step) Summary {
 
 // stepSummary is the part of a summary the steps make.
 func (s *summaryAcc) stepSummary() Summary {
-	out := Summary{Steps: s.steps, StepTime: dist(s.stepT), ComputeTime: dist(s.computeT),
-		SyncTime: dist(s.syncT), Launches: dist(s.launches), H2DBytes: dist(s.h2d),
-		D2HBytes: dist(s.d2h), FirstNS: s.first, LastNS: s.last, Events: s.events}
-	out.WallTime, out.DispatchWait, out.DataTime = dist(s.wallT), dist(s.dispatch), dist(s.dataT)
+	out := Summary{Steps: s.steps, StepTime: s.stepT.dist(), ComputeTime: s.computeT.dist(),
+		SyncTime: s.syncT.dist(), Launches: s.launches.dist(), H2DBytes: s.h2d.dist(),
+		D2HBytes: s.d2h.dist(), FirstNS: s.first, LastNS: s.last, Events: s.events}
+	out.WallTime, out.DispatchWait, out.DataTime = s.wallT.dist(), s.dispatch.dist(), s.dataT.dist()
 	out.DataEstimated = s.dataEst
-	out.GraphLaunches, out.GraphKernels, out.GraphUnknown = dist(s.graphL), dist(s.graphK), s.graphUnk
+	out.GraphLaunches, out.GraphKernels, out.GraphUnknown = s.graphL.dist(), s.graphK.dist(), s.graphUnk
 	out.CapturedLaunches = s.captured
-	out.FetchTime, out.TrainCapacity, out.InferCapacity = dist(s.fetchT), dist(s.trainCap), dist(s.inferCap)
-	out.Pool, out.PoolKind, out.Samples = dist(s.pool), s.poolKind, dist(s.samples)
+	out.FetchTime, out.TrainCapacity, out.InferCapacity = s.fetchT.dist(), s.trainCap.dist(), s.inferCap.dist()
+	out.Pool, out.PoolKind, out.Samples = s.pool.dist(), s.poolKind, s.samples.dist()
 	out.DispatchOn, _ = largest(s.dispatchOn)
 	out.GPU = s.gpu.summary()
 	out.ComputeSource, _ = largest(s.sources)
@@ -318,6 +344,7 @@ func (s *summaryAcc) stepSummary() Summary {
 func (c *Correlator) Summary() Summary {
 	s := &c.sum
 	out := s.stepSummary()
+	out.Dropped = c.Dropped()
 	if a, ok := c.Boundary(); ok {
 		out.Boundary = &a
 	}

@@ -134,6 +134,11 @@ func build(r Report, c *Collector) view {
 		l := r.Loss
 		v.Loss = fmt.Sprintf("%d events delivered, %d lost (ring buffer full %d, unreadable %d); %d calls whose return was not seen",
 			l.Delivered, l.RingbufFull+l.BadRecords, l.RingbufFull, l.BadRecords, l.StaleCalls)
+		var detail strings.Builder
+		report.WriteLossDetail(&detail, *l)
+		if detail.Len() > 0 {
+			v.Loss += ". " + strings.Join(strings.Fields(detail.String()), " ")
+		}
 	}
 	return v
 }

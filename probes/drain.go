@@ -46,15 +46,41 @@ type drainer struct {
 // heldMax bounds the events held: ~13 s of the DDP job's rate, ~50 MB.
 const heldMax = 1 << 18
 
-func newDrainer(rd *ringbuf.Reader, poll time.Duration, max int) *drainer {
+// newDrainer starts reading rd; stall delays the first read (testStall).
+func newDrainer(rd *ringbuf.Reader, poll time.Duration, max int, stall time.Duration) *drainer {
 	d := &drainer{rd: rd, poll: poll, max: max, ready: make(chan struct{}, 1), done: make(chan struct{})}
 	d.space = sync.NewCond(&d.mu)
-	go d.run()
+	go d.run(stall)
 	return d
 }
 
-func (d *drainer) run() {
+// stallEnv names a duration for which the events drainer does not read
+// at first, so that the ring buffer fills as behind a stalled reader and
+// the loss accounting can be tested end to end (TestFloodAccounting,
+// TestLossSummary): nothing else fills a 4 MiB ring buffer on purpose.
+// Read here only; unset, or not a duration, there is no stall.
+const stallEnv = "GPUPROF_TEST_STALL_READER"
+
+// testStall is stallEnv's duration, 0 without one.
+func testStall() time.Duration {
+	d, err := time.ParseDuration(os.Getenv(stallEnv))
+	if err != nil || d < 0 {
+		return 0
+	}
+	return d
+}
+
+func (d *drainer) run(stall time.Duration) {
 	defer close(d.done)
+	if stall > 0 {
+		d.mu.Lock()
+		for end := time.Now().Add(stall); time.Now().Before(end) && !d.stopped; {
+			d.mu.Unlock()
+			time.Sleep(min(time.Until(end), 10*time.Millisecond))
+			d.mu.Lock()
+		}
+		d.mu.Unlock()
+	}
 	var rec ringbuf.Record
 	var buf []events.Event
 	libLoad := false

@@ -37,6 +37,24 @@ var ErrTargetsExited = errors.New("every target process exited")
 // exited, re-reading the targets' maps when the loader reports a change
 // and every Rescan interval.
 func (s *Session) Run(ctx context.Context, sink Sink) error {
+	return s.run(ctx, sink, false)
+}
+
+// Drain detaches every probe from every target, keeping the targets
+// (Detach and Close then find nothing left to close), and hands the sink
+// what is left in the ring buffer, until the drainer has twice found it
+// empty: after it every event the probes produced was delivered or
+// counted lost (Stats). For the end of a run that ctx ended (Run
+// returned nil) while the targets ran on; no Run may follow.
+func (s *Session) Drain(sink Sink) error {
+	s.quiesce()
+	if err := s.run(context.Background(), sink, true); err != nil && !errors.Is(err, ErrTargetsExited) {
+		return err
+	}
+	return nil
+}
+
+func (s *Session) run(ctx context.Context, sink Sink, stopping bool) error {
 	var batch, heldBack []events.Event
 	var pooled []uint32
 	var rescan bool
@@ -44,7 +62,7 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 	var err error
 	s.mu.Lock() // Attach may add markers from another goroutine (addMarksLocked)
 	if s.drain == nil {
-		s.drain = newDrainer(s.reader, s.cfg.Poll, heldMax)
+		s.drain = newDrainer(s.reader, s.cfg.Poll, heldMax, testStall())
 	}
 	s.mu.Unlock()
 	exiting := false
@@ -60,6 +78,9 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 	go s.sites.run(siteCtx)
 	poll := time.NewTimer(s.cfg.Poll)
 	defer poll.Stop()
+	if stopping { // Drain: probes detached, reading what is left
+		drainedAt = s.drain.emptiedNow()
+	}
 	for {
 		select {
 		case <-s.drain.ready:
@@ -100,13 +121,17 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 		i, _ := slices.BinarySearchFunc(batch, cut, func(e events.Event, cut uint64) int { return cmp.Compare(e.End, cut) })
 		heldBack = append(heldBack[:0], batch[i:]...)
 		batch = batch[:i]
-		attached := s.rescan(rescan)
-		attached = append(attached, s.followChildren()...)
-		attached = append(attached, s.followNamed()...)
-		now := time.Now()
-		for _, c := range s.controllers {
-			c.tick(now)
+		var attached []LibraryPlan
+		if !stopping {
+			attached = s.rescan(rescan)
+			attached = append(attached, s.followChildren()...)
+			attached = append(attached, s.followNamed()...)
+			now := time.Now()
+			for _, c := range s.controllers {
+				c.tick(now)
+			}
 		}
+		s.readLosses()
 		s.delivered.Add(uint64(len(batch)))
 		if len(batch) > 0 || len(attached) > 0 {
 			sink(batch, attached)
@@ -126,7 +151,7 @@ func (s *Session) Run(ctx context.Context, sink Sink) error {
 				return ErrTargetsExited
 			}
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || stopping && emptied >= drainedAt+2 {
 			s.sites.wait(siteWait)
 			s.flushHeld(sink, heldBack)
 			return nil

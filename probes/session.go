@@ -62,6 +62,8 @@ type Session struct {
 	*core
 	reader    *ringbuf.Reader
 	delivered atomic.Uint64 // events handed to the sink (Stats, from any goroutine)
+	losses    *losses       // what the full ring buffer cost, by kind and time
+	fullSeen  uint64        // the ring-buffer-full count as Run last read it
 	closed    bool
 	progStats io.Closer // the kernel's BPF statistics, with Config.ProgramStats
 
@@ -146,6 +148,10 @@ type Stats struct {
 	StacksLost    uint64 // stack samples dropped: the stacks ring buffer was full
 	BadRecords    uint64 // records the reader could not decode
 	Events        uint64 // events delivered
+	// LostByKind is RingbufFull by the kind of event lost (calls, Python
+	// waits, ...), and LossSpans when (losses.go).
+	LostByKind map[events.Kind]uint64
+	LossSpans  []LossSpan
 }
 
 // Lost is the number of events or counts that did not make it.
@@ -175,7 +181,8 @@ func Open(cfg Config) (*Session, error) {
 		return nil, fmt.Errorf("open ring buffer: %w", err)
 	}
 	c := &core{cfg: cfg, objs: objs, closer: newBackgroundCloser(), targets: map[int]*target{}}
-	sess := &Session{core: c, reader: rd, twins: newTwinDecider(c), sampling: &Sampling{c}}
+	sess := &Session{core: c, reader: rd, twins: newTwinDecider(c), sampling: &Sampling{c},
+		losses: newLosses(objs.Losses, monotonicNow)}
 	sess.records = newRecords(c, sess.twins)
 	sess.sites = newSiteNamer(cfg.ProcRoot, func(ev events.Event) { c.addMarks(ev) }, monotonicNow)
 	learning := newPoolLearner(c)
@@ -326,7 +333,9 @@ func (s *Session) SetStepThread(pid int, tid uint32) {
 
 // Stats returns the loss counters, summed over CPUs.
 func (s *Session) Stats() Stats {
+	s.losses.read()
 	st := Stats{Events: s.delivered.Load()}
+	st.LostByKind, st.LossSpans = s.losses.snapshot()
 	s.mu.Lock()
 	d := s.drain
 	s.mu.Unlock()
@@ -359,6 +368,51 @@ func (s *Session) Stats() Stats {
 		}
 	}
 	return st
+}
+
+// LostBetween is how many events the full ring buffer cost in the spans
+// of loss overlapping [start, end] (monotonic ns): a step's numbers
+// are incomplete where it is more than 0. Run reads the losses before it
+// hands the sink a batch, so a step whose end is in the batch sees every
+// loss before that end.
+func (s *Session) LostBetween(start, end uint64) uint64 { return s.losses.between(start, end) }
+
+// readLosses reads the loss spans where the ring-buffer-full count moved
+// (one lookup a pass otherwise).
+func (s *Session) readLosses() {
+	var vals []uint64
+	if err := s.objs.Stats.Lookup(bpf.StatRingbufFull, &vals); err != nil {
+		return
+	}
+	var sum uint64
+	for _, v := range vals {
+		sum += v
+	}
+	if sum != s.fullSeen {
+		s.fullSeen = sum
+		s.losses.read()
+	}
+}
+
+// quiesce detaches every probe from every target, keeping the targets
+// (Detach and Close find nothing left to close), so that Run can read
+// what is left in the ring buffer and every event produced is delivered
+// or counted lost.
+func (s *Session) quiesce() {
+	var links []link.Link
+	s.mu.Lock()
+	for _, t := range s.targets {
+		for _, l := range t.libs {
+			links = append(links, l.take()...)
+		}
+		links = slices.Concat(links, t.pyLinks, t.pyKept, t.recordSites)
+		t.pyLinks, t.pyKept, t.recordSites = nil, nil, nil
+	}
+	s.mu.Unlock()
+	if err := closeAtOnce(links); err != nil {
+		s.cfg.Log.Debug("detach at the end of the run", "err", err)
+	}
+	s.closer.wait()
 }
 
 // KernelLaunch is a launch count for one kernel handle in one process.

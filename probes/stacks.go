@@ -97,7 +97,7 @@ func newStackSampler(c *core) (*stackSampler, error) {
 			return nil, err
 		}
 	}
-	st.drain = newDrainer(rd, c.cfg.Poll, stackHeldMax)
+	st.drain = newDrainer(rd, c.cfg.Poll, stackHeldMax, 0)
 	return st, nil
 }
 

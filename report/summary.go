@@ -3,9 +3,12 @@ package report
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/gpuprof/gpuprof/correlate"
+	"github.com/gpuprof/gpuprof/events"
 )
 
 // Kernel is a launch count for a kernel, named where its name was seen.
@@ -22,6 +25,24 @@ type Loss struct {
 	BadRecords  uint64
 	StaleCalls  uint64
 	KernelsFull uint64
+	// ByKind is RingbufFull by the kind of event lost, Spans when, and
+	// Steps the steps that overlapped a loss, by process.
+	ByKind map[events.Kind]uint64
+	Spans  []LossSpan
+	Steps  []LossSteps
+}
+
+// LossSpan is a span of wall time in which Events events were lost.
+type LossSpan struct {
+	From, To time.Time
+	Events   uint64
+}
+
+// LossSteps are a process's steps that overlapped a loss: First to Last,
+// N of them.
+type LossSteps struct {
+	PID            uint32
+	First, Last, N int
 }
 
 // Summary is what WriteSummary prints.
@@ -117,6 +138,7 @@ func WriteSummary(w io.Writer, s Summary) {
 				"or it is not a Python queue); pass --batch-size N, the samples a step trains on")
 		}
 	}
+	writeBounded(w, r.Dropped)
 	table(w, "threads:", "pid\ttid\tlaunches\tcalls\tsyncs\tsync time\th2d\td2h\t", len(r.Threads), func(i int) string {
 		t := r.Threads[i]
 		return fmt.Sprintf("%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t", t.PID, t.TID, t.Launches+t.GraphLaunches,
@@ -220,6 +242,61 @@ func WriteLoss(w io.Writer, l Loss) {
 	if l.KernelsFull > 0 {
 		fmt.Fprintf(w, "launches not counted per kernel (too many distinct kernels): %d\n", l.KernelsFull)
 	}
+	WriteLossDetail(w, l)
+}
+
+// lossKinds names the kinds of event the ring buffer can lose, in the
+// order they are listed.
+var lossKinds = []struct {
+	kind events.Kind
+	name string
+}{{events.KindCall, "CUDA calls"}, {events.KindPyWait, "Python waits"}, {events.KindPyGIL, "GIL takes"},
+	{events.KindWrite, "log writes"}, {events.KindKernelName, "kernel names"}, {events.KindKernelSite, "kernel call sites"},
+	{events.KindLibLoad, "library loads"}}
+
+// maxLossSpans is how many spans of loss the summary lists.
+const maxLossSpans = 5
+
+// WriteLossDetail says, where the ring buffer was full, what the loss
+// affected: which kinds of event, when, and which steps (nothing where
+// it never was).
+func WriteLossDetail(w io.Writer, l Loss) {
+	if l.RingbufFull == 0 {
+		return
+	}
+	var kinds []string
+	listed := uint64(0)
+	for _, k := range lossKinds {
+		if n := l.ByKind[k.kind]; n > 0 {
+			kinds = append(kinds, fmt.Sprintf("%s %d", k.name, n))
+			listed += n
+		}
+	}
+	if listed < l.RingbufFull {
+		kinds = append(kinds, fmt.Sprintf("other %d", l.RingbufFull-listed))
+	}
+	fmt.Fprintf(w, "events lost: %d of %d (the ring buffer was full: gpuprof read too slowly): %s\n",
+		l.RingbufFull, l.Delivered+l.RingbufFull+l.BadRecords, strings.Join(kinds, ", "))
+	if len(l.Spans) > 0 {
+		var spans []string
+		for i, sp := range l.Spans {
+			if i == maxLossSpans {
+				spans = append(spans, fmt.Sprintf("and %d more", len(l.Spans)-i))
+				break
+			}
+			spans = append(spans, fmt.Sprintf("%s-%s (%d)", sp.From.Format("15:04:05.000"), sp.To.Format("15:04:05.000"), sp.Events))
+		}
+		fmt.Fprintf(w, "  lost in: %s\n", strings.Join(spans, ", "))
+	}
+	if len(l.Steps) == 0 {
+		fmt.Fprintln(w, "  no step overlapped a loss")
+		return
+	}
+	var steps []string
+	for _, s := range l.Steps {
+		steps = append(steps, fmt.Sprintf("PID %d steps %d-%d (%d marked)", s.PID, s.First, s.Last, s.N))
+	}
+	fmt.Fprintf(w, "  steps overlapping a loss, their numbers incomplete (lost_events in --jsonl): %s\n", strings.Join(steps, "; "))
 }
 
 func computeLabel(src correlate.ComputeSource) string {
@@ -252,4 +329,29 @@ func table(w io.Writer, title, header string, n int, row func(i int) string) {
 		fmt.Fprintln(tw, row(i))
 	}
 	tw.Flush()
+}
+
+// writeBounded says what the process's correlator let go of to keep
+// gpuprof's memory bounded, if anything.
+func writeBounded(w io.Writer, d correlate.Dropped) {
+	if !d.Any() {
+		return
+	}
+	var parts []string
+	if d.Buffer > 0 {
+		parts = append(parts, fmt.Sprintf("%d events held while looking for the step boundary (the oldest)", d.Buffer))
+	}
+	if d.Window > 0 {
+		parts = append(parts, fmt.Sprintf("%d events from the boundary's review window", d.Window))
+	}
+	if d.Handles > 0 {
+		parts = append(parts, fmt.Sprintf("%d CUDA event and allocation handles", d.Handles))
+	}
+	if d.ThreadEvents > 0 {
+		parts = append(parts, fmt.Sprintf("the own rows of threads past the first %d: their %d events are in tid 0's", 4096, d.ThreadEvents))
+	}
+	if d.StepValues > 0 {
+		parts = append(parts, fmt.Sprintf("%d steps' values from the distributions (quantiles from a uniform sample of the steps; counts and means exact)", d.StepValues))
+	}
+	fmt.Fprintf(w, "memory bounded: let go of %s\n", strings.Join(parts, "; "))
 }

@@ -50,6 +50,7 @@ type profileFlags struct {
 	pyroscope   pyroscopeFlags
 	stacks      stackFlags
 	pictures    pictureFlags
+	memory      memoryFlags
 
 	// parsed from preset and probeSpecs
 	user  []probes.UserProbe
@@ -83,6 +84,7 @@ func (f *profileFlags) register(fs *pflag.FlagSet) {
 	f.pyroscope.register(fs)
 	f.stacks.register(fs)
 	f.pictures.register(fs)
+	f.memory.register(fs)
 	fs.BoolVar(&f.normalPrio, "normal-sched", false, "run gpuprof's threads under the normal scheduling policy (default: SCHED_BATCH, so that they never preempt the job's threads as they wake)")
 	fs.BoolVar(&f.probeStats, "probe-stats", false, "at the end, print how often each BPF program ran and for how long (turns on the kernel's BPF statistics while attached)")
 }
@@ -117,6 +119,9 @@ func openSession(f *profileFlags) (*probes.Session, error) {
 	}
 	if f.learnBudget < 0 || f.learnBudget > 1 {
 		return nil, usageErr("--learn-budget %g: give a fraction from 0 to 1", f.learnBudget)
+	}
+	if err := f.memory.apply(); err != nil {
+		return nil, err
 	}
 	var err error
 	if f.user, f.roles, err = userProbes(f.preset, f.probeSpecs); err != nil {
@@ -196,6 +201,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	}
 	defer f.metrics.close()
 	loopCfg := f.controlConfig(gw.state)
+	loopCfg.LostEvents = sess.LostBetween
 	loop, err := control.New(loopCfg, steer(sess), outs)
 	if err != nil {
 		return err
@@ -268,7 +274,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	start := time.Now()
 	var lost uint64
 	lastCheck := start
-	runErr := sess.Run(ctx, func(batch []events.Event, attached []probes.LibraryPlan) {
+	onBatch := func(batch []events.Event, attached []probes.LibraryPlan) {
 		for _, lp := range attached {
 			noteAttached(live, lp)
 		}
@@ -281,7 +287,13 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 			}
 		}
 		out.add(batch...)
-	})
+	}
+	runErr := sess.Run(ctx, onBatch)
+	if runErr == nil {
+		// -d or Ctrl-C ended it with the targets running: detach and read
+		// what is left, so that the summary accounts for every event.
+		runErr = sess.Drain(onBatch)
+	}
 	stopGPUs()
 	kl, _ := sess.KernelLaunches()
 	if trace != nil && out.traceErr == nil {
@@ -320,7 +332,7 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 		gpuRuns = gw.state.Runs()
 		report.WriteGPUs(stdout, gpuRuns, correlate.Groups(gpuRuns, gw.groups), gw.views)
 	}
-	loss := sessionLoss(sess.Stats())
+	loss := sessionLoss(sess.Stats(), loop)
 	info := runInfo{title: title, source: "attached to " + pidList(pids), attached: attached.Seconds(),
 		kernels: kernelCounts(kl, loop), gpus: gpuRuns, loss: &loss}
 	outErr = errors.Join(outErr, pics.close(loop, info, stdout))

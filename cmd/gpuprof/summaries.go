@@ -71,13 +71,24 @@ func writeSummaries(w io.Writer, sess *probes.Session, loop *control.Loop, attac
 		report.WriteSummary(w, s)
 	}
 	writeJob(w, loop.Runs())
-	report.WriteLoss(w, sessionLoss(stats))
+	report.WriteLoss(w, sessionLoss(stats, loop))
 }
 
-// sessionLoss is what the session lost on the way from the probes.
-func sessionLoss(stats probes.Stats) report.Loss {
-	return report.Loss{Delivered: stats.Events, RingbufFull: stats.RingbufFull, BadRecords: stats.BadRecords,
-		StaleCalls: stats.StaleCalls, KernelsFull: stats.KernelMapFull}
+// sessionLoss is what the session lost on the way from the probes, and
+// which of the loop's steps that touched.
+func sessionLoss(stats probes.Stats, loop *control.Loop) report.Loss {
+	l := report.Loss{Delivered: stats.Events, RingbufFull: stats.RingbufFull, BadRecords: stats.BadRecords,
+		StaleCalls: stats.StaleCalls, KernelsFull: stats.KernelMapFull, ByKind: stats.LostByKind}
+	wall, _ := monoToWall()
+	for _, sp := range stats.LossSpans {
+		l.Spans = append(l.Spans, report.LossSpan{From: wall(sp.Start), To: wall(sp.End), Events: sp.Events})
+	}
+	for _, pid := range loop.PIDs() {
+		if s := loop.LossSteps(pid); s.N > 0 {
+			l.Steps = append(l.Steps, report.LossSteps{PID: pid, First: s.First, Last: s.Last, N: s.N})
+		}
+	}
+	return l
 }
 
 // kernelCounts names the launch counts per kernel (most launched first)
