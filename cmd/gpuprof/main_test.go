@@ -153,6 +153,17 @@ func checkAgainstTruth(t *testing.T, truthPath, stepsPath string, required ...st
 	return res
 }
 
+// demoStepsMatch holds an attach (r) to the demo trainer: it exited 0,
+// and once the demo ends, gpuprof's steps match its log (checkAgainstTruth).
+func demoStepsMatch(t *testing.T, demo *testenv.Demo, r result, steps, what string) {
+	t.Helper()
+	if r.code != 0 {
+		t.Fatalf("%s: %+v", what, r)
+	}
+	demo.Wait(t, 10*time.Second)
+	checkAgainstTruth(t, demo.Truth, steps)
+}
+
 // compareWithTruth is checkAgainstTruth without the verdict: it logs each
 // field and returns the comparison.
 // readTruthAndSteps reads a job's own log and gpuprof's --jsonl steps.
@@ -355,11 +366,7 @@ func TestWorksWithoutTracefs(t *testing.T) {
 if [ -e /sys/kernel/tracing/uprobe_events ] || [ -e /sys/kernel/debug/tracing/uprobe_events ]; then echo "tracefs still mounted" >&2; exit 99; fi
 exec "$0" attach --pid "$1" --jsonl "$2"`
 	r := runCommand(t, exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c", script, gpuprofBin, itoa(demo.PID()), steps))
-	if r.code != 0 {
-		t.Fatalf("attach without tracefs: %+v", r)
-	}
-	demo.Wait(t, 10*time.Second)
-	checkAgainstTruth(t, demo.Truth, steps)
+	demoStepsMatch(t, demo, r, steps, "attach without tracefs")
 }
 
 // TestPythonPipelines attaches to testdata/python/pipeline.py (the shape of
