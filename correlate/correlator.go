@@ -7,50 +7,6 @@ import (
 	"github.com/gpuprof/gpuprof/events"
 )
 
-// Config says how steps are found.
-type Config struct {
-	// Boundary names the call whose return ends a step (NAME or NAME:DIR for
-	// a copy). Empty: found from the calls' repeating pattern.
-	Boundary string
-	// Thread is the thread whose steps are reported. 0: found.
-	Thread uint32
-	// LearnMin is how many steps the boundary must have repeated for before
-	// steps are reported. 0 means 6.
-	LearnMin int
-	// NoLaunchCounts says kernel launches were not counted (attach
-	// --no-launches): steps are then told apart by their other calls.
-	// Otherwise a step must launch kernels, which keeps patterns such as a
-	// model's set-up copying its weights one by one from passing for steps.
-	NoLaunchCounts bool
-	// User describes the user-named probes (--probe), by event API ID.
-	User map[uint16]UserProbe
-	// BatchSize is the samples a step trains on (--batch-size), for
-	// train_capacity and thru. 0: unknown.
-	BatchSize int
-	// MaxBuffer bounds the events held while the boundary is not yet known
-	// (and the review window's): past it the older half goes. 0 means
-	// DefaultMaxBuffer.
-	MaxBuffer int
-	// GPUs, when set, joins each step with the hardware state of its
-	// process's GPUs (NVML samples), shared by a job's correlators.
-	GPUs *GPUs
-}
-
-// UserProbe is what correlate needs of a --probe: its role and a name to
-// show.
-type UserProbe struct {
-	Role events.Role
-	Name string
-}
-
-// DefaultMaxBuffer is how many events a process's correlator holds at most
-// while it looks for the boundary: ~300 bytes each, ~80 MB, ~13 s of the
-// H200 DDP rank's ~20,000 events a second. A process whose steps are never
-// found (no loop, or one gpuprof cannot tell) holds this much for as long
-// as it is attached, so it is a share of --max-memory, not all of it: a
-// job's ranks each have one.
-const DefaultMaxBuffer = 1 << 18
-
 // learnEvery is how much event time passes between attempts to find the
 // boundary.
 const learnEvery = 250e6
@@ -146,63 +102,6 @@ type Correlator struct {
 	graphs  graphs            // CUDA graphs captured while attached
 	sum     summaryAcc
 	dropped Dropped
-}
-
-// maxHandles bounds the CUDA event records and allocations remembered
-// (by handle, for the elapsed-time reads and frees that name them): a job
-// that creates events or allocates without end does not grow gpuprof
-// with it. Past it they are forgotten all at once (Dropped.Handles): an
-// elapsed read or free of one then finds nothing, as for one made before
-// gpuprof attached.
-const maxHandles = 1 << 16
-
-// Dropped counts what the correlator let go of to stay within its
-// bounds: none of it is lost from the steps already reported.
-type Dropped struct {
-	// Buffer: events dropped, oldest first, from those held while the
-	// boundary was looked for (Config.MaxBuffer): steps are learnt from
-	// the newer ones.
-	Buffer uint64
-	// Window: events left out of the boundary's review window.
-	Window uint64
-	// Handles: event records and allocations forgotten (maxHandles).
-	Handles uint64
-	// ThreadEvents: events of threads past maxThreadRows, summed into
-	// their process's TID 0 row.
-	ThreadEvents uint64
-	// StepValues: per-step values not kept for the distributions past
-	// seriesCap steps (their quantiles are then those of a uniform
-	// sample; counts and means stay exact).
-	StepValues uint64
-}
-
-// Any says whether anything was dropped.
-func (d Dropped) Any() bool { return d != Dropped{} }
-
-// SetMaxBuffer changes Config.MaxBuffer (a job's loop shares one budget
-// among its processes' correlators), dropping the oldest events held past
-// it.
-func (c *Correlator) SetMaxBuffer(n int) {
-	if n <= 0 {
-		n = DefaultMaxBuffer
-	}
-	c.cfg.MaxBuffer = n
-	if over := len(c.buf) - n; over > 0 {
-		c.dropped.Buffer += uint64(over)
-		c.buf = append(c.buf[:0], c.buf[over:]...)
-	}
-	if over := len(c.window) - n; over > 0 {
-		c.dropped.Window += uint64(over)
-		c.window = append(c.window[:0], c.window[over:]...)
-	}
-}
-
-// Dropped is what the correlator has let go of so far to stay bounded.
-func (c *Correlator) Dropped() Dropped {
-	d := c.dropped
-	d.StepValues = uint64(c.sum.stepT.dropped())
-	d.ThreadEvents = c.sum.foldedThreads
-	return d
 }
 
 // New returns a Correlator, or an error for a bad boundary name.
