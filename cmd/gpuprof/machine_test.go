@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,14 +65,23 @@ func worldDir(t *testing.T) string {
 }
 
 // startDemoAs starts the demo trainer as uid (65534: nobody), its log in
-// a directory it can write: a job of a user other than root.
+// a directory it can write: a job of a user other than root. The trainer
+// and its stand-in libraries run from copies there too: the checkout may
+// be in a directory only root can search (a clone under /root).
 func startDemoAs(t *testing.T, uid int, args ...string) (*exec.Cmd, string) {
 	t.Helper()
+	build := testenv.Fixtures(t)
 	dir := worldDir(t)
+	for _, f := range append([]string{"demo-trainer"}, standIns...) {
+		copyFile(t, filepath.Join(build, f), filepath.Join(dir, f))
+	}
+	if !slices.Contains(args, "--libdir") {
+		args = append([]string{"--libdir", dir}, args...)
+	}
 	truth := filepath.Join(dir, "truth.jsonl")
 	id := strconv.Itoa(uid)
 	cmd := exec.Command("setpriv", append([]string{"--reuid=" + id, "--regid=" + id, "--clear-groups",
-		filepath.Join(testenv.Fixtures(t), "demo-trainer"), "--truth", truth}, args...)...)
+		filepath.Join(dir, "demo-trainer"), "--truth", truth}, args...)...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
