@@ -287,7 +287,7 @@ func TestSignalsLeaveTargetAsItWas(t *testing.T) {
 				t.Logf("%s at %s (%v after the start; exited %v after it): %v, %d steps", name, at, sentAt.Round(time.Millisecond),
 					time.Since(r.started).Round(time.Millisecond), st, r.steps())
 				checkSignalled(t, r, st, sig)
-				checkAsItWas(t, pid, name+" at "+at)
+				checkAsItWasAfter(t, pid, sig, name+" at "+at)
 			}
 			checkTargetRuns(t, demo, name+" while attaching")
 			checkAttachesAgain(t, pid)
@@ -301,7 +301,7 @@ func TestSignalsLeaveTargetAsItWas(t *testing.T) {
 			st := r.wait(t, 20*time.Second)
 			t.Logf("%s after %d steps: %v, %v after the signal", name, r.steps(), st, time.Since(sent).Round(time.Millisecond))
 			checkSignalled(t, r, st, sig)
-			checkAsItWas(t, pid, name+" when steady")
+			checkAsItWasAfter(t, pid, sig, name+" when steady")
 			checkTargetRuns(t, demo, name+" when steady")
 			checkAttachesAgain(t, pid)
 		})
@@ -323,12 +323,12 @@ func TestSignalsLeaveTargetAsItWas(t *testing.T) {
 				}
 				st := r.wait(t, 20*time.Second)
 				t.Logf("SIGINT, then %s %v later (exited already: %v): %v", name, after, exited, st)
+				ended := sig
 				if exited {
-					checkSignalled(t, r, st, syscall.SIGINT)
-				} else {
-					checkSignalled(t, r, st, sig)
+					ended = syscall.SIGINT
 				}
-				checkAsItWas(t, pid, fmt.Sprintf("%s %v into the end", name, after))
+				checkSignalled(t, r, st, ended)
+				checkAsItWasAfter(t, pid, ended, fmt.Sprintf("%s %v into the end", name, after))
 			}
 			checkTargetRuns(t, demo, name+" while flushing")
 			checkAttachesAgain(t, pid)

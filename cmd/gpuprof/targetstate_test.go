@@ -9,7 +9,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf/link"
 )
@@ -132,6 +134,34 @@ func checkAsItWas(t *testing.T, pid int, when string) {
 	for _, l := range links {
 		t.Errorf("%s: a uprobe on PID %d remains: %s", when, pid, l)
 	}
+}
+
+// killCleanup bounds how long the kernel may take to take a SIGKILLed
+// gpuprof's probes out of pid once gpuprof is reaped: its links are
+// released as its files are (a dying process's last fput is deferred to
+// a kernel worker), and a link leaves the kernel's list of links before
+// its uprobes leave the target's code.
+const killCleanup = 5 * time.Second
+
+// checkAsItWasAfter is checkAsItWas once gpuprof has ended by sig: at
+// once after SIGINT or SIGTERM, which gpuprof detaches by itself; after
+// SIGKILL, once the kernel has let go of its links (within killCleanup),
+// saying how long that took.
+func checkAsItWasAfter(t *testing.T, pid int, sig syscall.Signal, when string) {
+	t.Helper()
+	if sig == syscall.SIGKILL {
+		start := time.Now()
+		for time.Since(start) < killCleanup {
+			diffs, err := textDiffs(pid)
+			links, lerr := uprobeLinksOn(pid)
+			if err == nil && lerr == nil && len(diffs) == 0 && len(links) == 0 {
+				t.Logf("%s: the kernel had taken the probes out %v after gpuprof was reaped", when, time.Since(start).Round(time.Millisecond))
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	checkAsItWas(t, pid, when)
 }
 
 // checkProbed fails t unless pid carries probes now, as the checks of
