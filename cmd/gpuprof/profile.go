@@ -291,8 +291,17 @@ func profile(ctx context.Context, sess *probes.Session, pids []int, f *profileFl
 	runErr := sess.Run(ctx, onBatch)
 	if runErr == nil {
 		// -d or Ctrl-C ended it with the targets running: detach and read
-		// what is left, so that the summary accounts for every event.
-		runErr = sess.Drain(onBatch)
+		// what is left, so that the summary accounts for every event. Of
+		// those, the ones that ended after the detach began are counted
+		// (delivered) but not cut into steps: the probes go one link at a
+		// time, so a step in flight is seen in part (its data wait's
+		// return unprobed, its syncs still probed), which would be cut as
+		// a step of its own or merged into the one before it.
+		_, now := monoToWall()
+		detachAt := now()
+		runErr = sess.Drain(func(batch []events.Event, attached []probes.LibraryPlan) {
+			onBatch(slices.DeleteFunc(batch, func(e events.Event) bool { return e.End > detachAt }), attached)
+		})
 	}
 	stopGPUs()
 	kl, _ := sess.KernelLaunches()
