@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"os"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -55,13 +56,6 @@ func (s *Session) reattach(t *target) ([]LibraryPlan, error) {
 	s.addMarks(events.Event{Kind: events.KindExec, PID: uint32(t.pid), Start: now, End: now})
 	comm, _ := os.ReadFile(fmt.Sprintf("%s/%d/comm", s.cfg.ProcRoot, t.pid))
 	s.cfg.Log.Info("the target started a new program: its probes are attached again", "pid", t.pid,
-		"program", string(trimNewline(comm)))
+		"program", strings.TrimSuffix(string(comm), "\n"))
 	return s.attachFD(t.pid, fd)
-}
-
-func trimNewline(b []byte) []byte {
-	if n := len(b); n > 0 && b[n-1] == '\n' {
-		return b[:n-1]
-	}
-	return b
 }
