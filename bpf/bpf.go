@@ -39,6 +39,10 @@ type (
 
 // Settings are the programs' load-time constants.
 type Settings struct {
+	// Features are what the session uses beyond the CUDA and loader
+	// probes: the programs of the others return at once (features.go).
+	Features Features
+
 	WakeupBytes uint64 // data waiting in the ring buffer before the reader is woken
 	PyMinWaitNS uint64 // Python lock waits shorter than this are not reported
 	// PyLearnWaitNS: in a process whose layout says learning, waits from
@@ -67,6 +71,7 @@ func Load(set Settings) (*Objects, error) {
 	if err != nil {
 		return nil, err
 	}
+	leaveOut(spec, set)
 	breakForTest(spec)
 	var objs Objects
 	if err := spec.LoadAndAssign(&objs, nil); err != nil {

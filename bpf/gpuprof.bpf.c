@@ -297,9 +297,15 @@ struct {
 } threads SEC(".maps");
 
 // Launch counts per process and kernel handle, per CPU: threads launching
-// the same kernel on different CPUs do not fight over one counter.
+// the same kernel on different CPUs do not fight over one counter. Not
+// preallocated: a preallocated per-CPU hash allocates every entry's
+// per-CPU value at its creation (65 ms of the kernel's CPU at each start
+// on the 2-vCPU dev VM, and its memory times the CPUs), where a job
+// launches hundreds to a few thousand kernels; an entry is allocated at
+// a kernel's first launch, once.
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 1 << 16);
 	__type(key, struct kernel_key);
 	__type(value, __u64);
@@ -330,6 +336,7 @@ struct wait_count {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); // as kernels: its entries are few
 	__uint(max_entries, 4096);
 	__type(key, struct wait_key);
 	__type(value, struct wait_count);
@@ -375,6 +382,7 @@ struct twin_key {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); // as kernels: its entries are few
 	__uint(max_entries, 4096);
 	__type(key, struct twin_key);
 	__type(value, __u64);

@@ -71,10 +71,10 @@ func TestReadImports(t *testing.T) {
 	if fs.err != nil {
 		t.Fatal(fs.err)
 	}
-	imports := fs.imports
+	imports := fs.importTable()
 	var plt, got bool
-	for addr, name := range imports {
-		if name != "dlsym" {
+	for addr := range imports.slots {
+		if name, _ := imports.name(addr); name != "dlsym" {
 			continue
 		}
 		for _, sec := range []string{".plt", ".plt.sec"} {
@@ -90,7 +90,7 @@ func TestReadImports(t *testing.T) {
 		}
 	}
 	if !plt || !got {
-		t.Errorf("dlsym: PLT entry named %v, GOT slot named %v (%d imports)", plt, got, len(imports))
+		t.Errorf("dlsym: PLT entry named %v, GOT slot named %v (%d imports)", plt, got, imports.len())
 	}
 }
 

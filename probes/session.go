@@ -47,6 +47,24 @@ type Config struct {
 	Log *slog.Logger
 }
 
+// features are the BPF programs' features the session uses.
+func (cfg Config) features() bpf.Features {
+	var f bpf.Features
+	if !cfg.NoPython {
+		f |= bpf.FeaturePyWaits
+		if slices.ContainsFunc(cfg.User, func(u UserProbe) bool { _, _, ok := u.Python(); return ok }) {
+			f |= bpf.FeaturePyFunctions
+		}
+	}
+	if cfg.Stacks.Period() > 0 {
+		f |= bpf.FeatureOnCPU
+	}
+	if cfg.Stacks.OffPeriod() > 0 {
+		f |= bpf.FeatureOffCPU
+	}
+	return f
+}
+
 // DefaultConfig is what gpuprof attach uses.
 func DefaultConfig() Config {
 	return Config{ProcRoot: "/proc", Poll: 20 * time.Millisecond, Rescan: time.Second, PyMinWait: 50 * time.Microsecond,
@@ -160,7 +178,7 @@ func Open(cfg Config) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	objs, err := bpf.Load(bpf.Settings{WakeupBytes: uint64(size) / 4, PyMinWaitNS: uint64(cfg.PyMinWait),
+	objs, err := bpf.Load(bpf.Settings{Features: cfg.features(), WakeupBytes: uint64(size) / 4, PyMinWaitNS: uint64(cfg.PyMinWait),
 		PyLearnWaitNS: uint64(min(poolLearnWait, cfg.PyMinWait)),
 		PyReadCookie:  uint64(readCookie), CountWaits: cfg.CountWaits,
 		LaunchStackEvery: uint32(max(cfg.Stacks.LaunchEvery, 0)), StackCalls: cfg.Stacks.Calls,

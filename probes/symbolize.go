@@ -44,14 +44,24 @@ type procMappings struct {
 const namesMax = 1 << 18
 
 type fileSymbols struct {
-	funcs  *funcTable // nil where the file could not be read
+	base   string
+	file   *os.File // kept open: names and code bytes are read from it
 	loads  []elf.ProgHeader
-	interp bool // the Python interpreter's own code
+	interp bool
 	err    error
+
+	// The tables are read the first time a frame or a launch site needs
+	// them: a word above a launch that is no return address needs no
+	// symbol, and libtorch_cpu.so's tables took ~0.4 s of CPU at an
+	// attach on the H200 host for such words alone.
+	ef          *elf.File
+	funcsOnce   sync.Once
+	funcs       *funcTable
+	importsOnce sync.Once
 	// imports names the functions the file calls in other files, by the
 	// address of their PLT entry and of their GOT slot (kernelsite.go
 	// reads where a call went).
-	imports map[uint64]string
+	imports *importTable
 }
 
 func newSymbolizer(procRoot string) *symbolizer {
@@ -100,8 +110,9 @@ type codeAddr struct {
 	file   *fileSymbols
 }
 
-// code is address a of process pid as a place in a file; ok is false
-// where no executable file mapping holds it.
+// code is address a of process pid as a place in a file, its symbol not
+// read (withSymbol reads it); ok is false where no executable file
+// mapping holds it.
 func (s *symbolizer) code(pid uint32, a uint64, now time.Time) (codeAddr, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -116,12 +127,18 @@ func (s *symbolizer) code(pid uint32, a uint64, now time.Time) (codeAddr, bool) 
 	}
 	f := m.file(s.procRoot, int(pid))
 	c := codeAddr{module: f.Base(), path: f.HostPath, off: a - m.start + m.offset}
-	fs := s.file(f)
-	c.file = fs
-	if sym := fs.symbol(c.off); sym != nil {
-		c.symbol = fs.funcs.raw(sym)
-	}
+	c.file = s.file(f)
 	return c, true
+}
+
+// withSymbol is c with its function symbol (codeAddr.symbol) read.
+func (c codeAddr) withSymbol() codeAddr {
+	if c.file != nil {
+		if sym := c.file.symbol(c.off); sym != nil {
+			c.symbol = c.file.table().raw(sym)
+		}
+	}
+	return c
 }
 
 // file is what is known of f's symbols, read the first time. Under mu.
@@ -200,7 +217,7 @@ func findMapping(maps []mapping, a uint64) (mapping, bool) {
 var interpFile = regexp.MustCompile(`^(lib)?python[0-9.]*(d|m)?(\.so.*)?$`)
 
 func readFileSymbols(f MappedFile) *fileSymbols {
-	fs := &fileSymbols{interp: interpFile.MatchString(f.Base())}
+	fs := &fileSymbols{base: f.Base(), interp: interpFile.MatchString(f.Base())}
 	file, err := os.Open(f.HostPath)
 	if err != nil {
 		fs.err = err
@@ -217,11 +234,47 @@ func readFileSymbols(f MappedFile) *fileSymbols {
 			fs.loads = append(fs.loads, p.ProgHeader)
 		}
 	}
-	start := time.Now()
-	fs.funcs = readFuncTable(file, ef)
-	fs.imports = readImports(ef, fs.funcs)
-	slog.Debug("symbols read", "file", f.Base(), "functions", len(fs.funcs.syms), "imports", len(fs.imports), "took", time.Since(start))
+	fs.file, fs.ef = file, ef
 	return fs
+}
+
+// table is the file's function symbols, read the first time; nil where
+// the file could not be read.
+func (fs *fileSymbols) table() *funcTable {
+	fs.funcsOnce.Do(func() {
+		if fs.ef == nil {
+			return
+		}
+		start := time.Now()
+		fs.funcs = readFuncTable(fs.file, fs.ef)
+		slog.Debug("symbols read", "file", fs.base, "functions", len(fs.funcs.syms), "took", time.Since(start))
+	})
+	return fs.funcs
+}
+
+// importTable is the file's imports (fileSymbols.imports), read the
+// first time; empty where the file could not be read.
+func (fs *fileSymbols) importTable() *importTable {
+	fs.importsOnce.Do(func() {
+		ft := fs.table()
+		if ft == nil {
+			fs.imports = &importTable{}
+			return
+		}
+		start := time.Now()
+		fs.imports = readImports(fs.ef, ft)
+		slog.Debug("imports read", "file", fs.base, "slots", fs.imports.len(), "took", time.Since(start))
+	})
+	return fs.imports
+}
+
+// readCode reads the file's bytes at off into b.
+func (fs *fileSymbols) readCode(b []byte, off int64) error {
+	if fs.file == nil {
+		return fs.err
+	}
+	_, err := fs.file.ReadAt(b, off)
+	return err
 }
 
 // lookup is the function holding file offset off, demangled without its
@@ -231,16 +284,17 @@ func (fs *fileSymbols) lookup(off uint64) (string, bool) {
 	if sym == nil {
 		return "", false
 	}
-	return fs.funcs.short(sym), true
+	return fs.table().short(sym), true
 }
 
 // symbolAt is the function symbol holding the file's own address vaddr,
 // nil where none.
 func (fs *fileSymbols) symbolAt(vaddr uint64) *funcSymbol {
-	if fs.funcs == nil {
+	ft := fs.table()
+	if ft == nil {
 		return nil
 	}
-	return fs.funcs.at(vaddr)
+	return ft.at(vaddr)
 }
 
 // vaddr is file offset off as an address of the file's own (its ELF

@@ -26,7 +26,9 @@ func BenchmarkReadFileSymbols(b *testing.B) {
 		if fs.err != nil {
 			b.Fatal(fs.err)
 		}
-		n = len(fs.funcs.syms)
+		n = len(fs.table().syms)
+		fs.importTable()
+		fs.file.Close()
 	}
 	b.ReportMetric(float64(n), "symbols")
 }

@@ -45,7 +45,7 @@ func FuzzELFSymbols(f *testing.F) {
 		}
 		dataSymbol(path, "_PyRuntime")
 		fs := readFileSymbols(MappedFile{Path: path, HostPath: path})
-		if ft := fs.funcs; ft != nil {
+		if ft := fs.table(); ft != nil {
 			defer ft.file.Close()
 			for i := range ft.syms {
 				s := &ft.syms[i]
@@ -61,8 +61,8 @@ func FuzzELFSymbols(f *testing.F) {
 				ft.short(s)
 			}
 		}
-		for addr, name := range fs.imports {
-			if name == "" || strings.ContainsRune(name, 0) {
+		for addr := range fs.importTable().slots {
+			if name, ok := fs.importTable().name(addr); ok && (name == "" || strings.ContainsRune(name, 0)) {
 				t.Fatalf("import at %#x named %q", addr, name)
 			}
 		}

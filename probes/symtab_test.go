@@ -65,7 +65,7 @@ func TestFuncTableMatchesDebugElf(t *testing.T) {
 				if sym == nil || sym.start != addr {
 					t.Fatalf("%s: function at %#x not found", path, addr)
 				}
-				got := fs.funcs.raw(sym)
+				got := fs.table().raw(sym)
 				if !want[got] {
 					t.Fatalf("%s: %#x named %q, the file names it %v", path, addr, got, want)
 				}
@@ -73,8 +73,8 @@ func TestFuncTableMatchesDebugElf(t *testing.T) {
 					t.Errorf("%s: %#x named %q, .dynsym's first name for it is %q", path, addr, got, d)
 				}
 			}
-			if len(fs.funcs.syms) != len(names) {
-				t.Errorf("%s: %d functions kept, the file has %d addresses of functions", path, len(fs.funcs.syms), len(names))
+			if len(fs.table().syms) != len(names) {
+				t.Errorf("%s: %d functions kept, the file has %d addresses of functions", path, len(fs.table().syms), len(names))
 			}
 		})
 	}

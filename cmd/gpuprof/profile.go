@@ -364,9 +364,11 @@ func isTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// stepBack runs gpuprof behind the job (runBehindTheJob) unless
-// --normal-sched; a failure is only worth a warning.
+// stepBack runs gpuprof on few CPUs (boundProcs) and behind the job
+// (runBehindTheJob) unless --normal-sched; a failure is only worth a
+// warning.
 func (f *profileFlags) stepBack() {
+	boundProcs()
 	if f.normalPrio {
 		return
 	}

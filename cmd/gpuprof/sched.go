@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"unsafe"
 
@@ -38,4 +39,22 @@ func runBehindTheJob() error {
 		}
 	}
 	return nil
+}
+
+// maxProcs bounds the Go runtime's processors (GOMAXPROCS): gpuprof's
+// work is one event loop, a symbolizer and samplers, well within two
+// cores, where the default (every CPU: 16 on the GPU host) lets the
+// collector's workers and page faults run on many CPUs at once. On that
+// host's VM, what gpuprof ran in its first second cost the data pipeline
+// ~15% of that second's steps, about its own CPU time (issue 29,
+// docs/benchmark.md), and each page gpuprof first wrote interrupted the
+// CPUs it had run on (ptep_clear_flush's TLB shootdown, 15% of gpuprof's
+// own samples in `perf record` on the dev VM).
+const maxProcs = 2
+
+// boundProcs caps GOMAXPROCS at maxProcs, unless the environment sets it.
+func boundProcs() {
+	if os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) > maxProcs {
+		runtime.GOMAXPROCS(maxProcs)
+	}
 }

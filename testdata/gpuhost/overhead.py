@@ -46,6 +46,11 @@ correlating, NVML, rescans) do nothing. Against the same flags unfrozen, it
 tells the cost of the probes' traps in the job from the cost of gpuprof's
 own work on the machine.
 
+A configuration whose flags hold "@env=NAME=VALUE" runs gpuprof with that
+in its environment (GOMAXPROCS=1, say). Each gpuprof window keeps its CPU
+time as it went (every 50 ms; "cpu_series" in --save's bench), to set a
+window's cost beside what gpuprof was doing then.
+
 A configuration whose flags are just "@idle" runs `sleep` for the window
 instead of gpuprof: the same "on" window with nothing attached, which
 measures what the alternation itself does to the comparison. With one, each
@@ -343,15 +348,23 @@ current = None  # the gpuprof running now, for a Stop to end
 
 class Poller:
     """Sleeps in slices, reading a process's peak RSS (VmHWM) as it goes:
-    the last value read before it exits is its peak."""
+    the last value read before it exits is its peak. It also keeps the
+    process's CPU time (user + system, all threads) at each read, so that
+    a window's cost can be set beside what gpuprof was doing when."""
     def __init__(self, pid):
-        self.pid, self.hwm = pid, None
+        self.pid, self.hwm, self.cpu = pid, None, []
 
     def read(self):
         if self.pid is not None:
             v = benchlib.vm_hwm_kib(self.pid)
             if v is not None:
                 self.hwm = v
+            try:
+                with open(f"/proc/{self.pid}/stat") as f:
+                    st = f.read().rsplit(")", 1)[1].split()
+                self.cpu.append((time.monotonic_ns(), (int(st[11]) + int(st[12])) / os.sysconf("SC_CLK_TCK")))
+            except (OSError, IndexError, ValueError):
+                pass
 
     def until(self, t):
         while True:
@@ -359,7 +372,7 @@ class Poller:
             left = t - time.monotonic()
             if left <= 0:
                 return
-            time.sleep(min(left, 0.1))
+            time.sleep(min(left, 0.05))
 
 
 def tp_lines():
@@ -409,7 +422,8 @@ def window(name, flags):
             flags = [f for f in flags if f != "@ranks"]
         binary = next((f.removeprefix("@bin=") for f in flags if f.startswith("@bin=")), args.gpuprof)
         freeze = next((float(f.removeprefix("@freeze=")) for f in flags if f.startswith("@freeze=")), None)
-        flags = [f for f in flags if not f.startswith(("@bin=", "@freeze="))]
+        env = dict(f.removeprefix("@env=").split("=", 1) for f in flags if f.startswith("@env="))
+        flags = [f for f in flags if not f.startswith(("@bin=", "@freeze=", "@env="))]
         # -d a backstop: the window ends it with a SIGINT at its nominal
         # end, so that the detach is timed from there.
         base = os.path.join(args.logs or tmp, f"w{len(spans) + 1:03d}-{name}")
@@ -417,7 +431,7 @@ def window(name, flags):
         gp = dict(index=len(spans), name=name, t0=t0, jsonl=base + ".jsonl", out=base + ".out", log=base + ".log",
                   wall0=time.time())
         with open(base + ".out", "w") as out, open(base + ".log", "w") as log:
-            r = subprocess.Popen(cmd, stdout=out, stderr=log, text=True, env=dict(os.environ, GPUPROF_LOG="debug"))
+            r = subprocess.Popen(cmd, stdout=out, stderr=log, text=True, env=dict(os.environ, GPUPROF_LOG="debug", **env))
         current = r
         poll = Poller(r.pid)
     # The truth process's CPU and switches over the steady part of the
@@ -461,7 +475,8 @@ def window(name, flags):
             r.kill()
         r.wait()
         current = None
-        gp.update(exit=time.monotonic_ns(), rc=r.returncode, hwm_kib=poll.hwm)
+        gp.update(exit=time.monotonic_ns(), rc=r.returncode, hwm_kib=poll.hwm,
+                  cpu_series=[((t - t0) / 1e9, c) for t, c in poll.cpu])
         if r.returncode != 0:
             # Say why, and go on: one failed window is not the whole run.
             try:
@@ -853,7 +868,8 @@ def gp_report():
                  first_attached_s=first - w["wall0"] if first else None,
                  first_step_s=(first_step - w["t0"]) / 1e9 if first_step else None,
                  detach_s=(w["exit"] - w["sigint"]) / 1e9, session_detach_s=took,
-                 delivered=ev[0] if ev else None, lost=ev[1] if ev else None, compare=cmp_)
+                 delivered=ev[0] if ev else None, lost=ev[1] if ev else None, compare=cmp_,
+                 cpu_series=w.get("cpu_series"))
         gps.append(g)
         f = cmp_["fields"]
         fmt = lambda v, u="": "-" if v is None else f"{v:.2f}{u}"
