@@ -78,7 +78,8 @@ test: check-generated fixtures pyroscope-server
 
 bench: fixtures
 	$(GO) test -count=1 -run '^$$' -bench 'ProbeCost|PythonLockProbe|PythonCallProbe|WholeGet|StackReads|CPUClockCost' -benchtime 1x -v ./probes
-	$(GO) test -count=1 -run '^$$' -bench 'Correlate|DecodeRecord' -benchmem ./correlate ./probes
+	$(GO) test -count=1 -run '^$$' -bench 'Correlate|DecodeRecord|ReadFileSymbols' -benchmem ./correlate ./probes
+	$(GO) test -count=1 -run '^$$' -bench 'Load' -benchtime 5x ./bpf
 	$(GO) test -count=1 -run '^$$' -bench 'SampleRound' -benchmem ./nvml
 	$(GO) test -count=1 -run '^$$' -bench . -benchmem ./htmlreport ./perfetto ./topview
 

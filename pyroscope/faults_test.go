@@ -161,8 +161,11 @@ func TestFaultHungServer(t *testing.T) {
 	}
 	accounted(t, st)
 	// All 10,000 held would be n times a profile; the bound holds
-	// queueLen+lanes of them.
-	if grown, all := int64(after.HeapAlloc)-int64(before.HeapAlloc), int64(n*len(one.data)); grown > all/10 {
+	// queueLen+lanes of them (~90 KB). What else the pusher keeps once
+	// it has run (its lanes' encoders and connections) was 2.6 MB in
+	// one clean-clone run, past a tenth of all: a quarter still tells a
+	// bounded queue from one that holds every push.
+	if grown, all := int64(after.HeapAlloc)-int64(before.HeapAlloc), int64(n*len(one.data)); grown > all/4 {
 		t.Errorf("heap grew %d KiB; all the pushes held would be %d KiB", grown/1024, all/1024)
 	}
 	err = closeWithinBound(t, p)
