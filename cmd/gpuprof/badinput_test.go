@@ -93,6 +93,9 @@ kill $p; wait $p
 echo $((p-1)) >/proc/sys/kernel/ns_last_pid
 sleep 30 & q=$!
 echo $p $q >$d/pids
+# The new process is named sh until its exec of sleep; gpuprof reads the
+# name, so it goes on only once the exec is done.
+while [ "$(cat /proc/$q/comm)" != sleep ]; do sleep 0.01; done
 touch $d/go
 wait $g; echo $? >$d/rc
 kill $q`
