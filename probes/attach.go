@@ -46,9 +46,7 @@ func attachPrograms(objs *bpf.Objects, pid int, lp LibraryPlan, progs ...Program
 	}
 	var links []link.Link
 	undo := func(err error) ([]link.Link, error) {
-		for _, l := range links {
-			l.Close()
-		}
+		closeAtOnce(links)
 		return nil, err
 	}
 	for _, prog := range progs {

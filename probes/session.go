@@ -178,6 +178,7 @@ func Open(cfg Config) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
+	startReleaser(cfg.Log)
 	objs, err := bpf.Load(bpf.Settings{Features: cfg.features(), WakeupBytes: uint64(size) / 4, PyMinWaitNS: uint64(cfg.PyMinWait),
 		PyLearnWaitNS: uint64(min(poolLearnWait, cfg.PyMinWait)),
 		PyReadCookie:  uint64(readCookie), CountWaits: cfg.CountWaits,

@@ -28,7 +28,8 @@ import (
 // every output whole and the summary printed, exit status 0; a second
 // signal while the outputs are written and the probes detached changes
 // nothing (the first already asked for that). After SIGKILL: --jsonl
-// holds whole lines, the steps written so far; --html is a whole page or
+// holds the steps written so far, whole lines but for a last one cut at
+// a page's end (the kernel stops a write there); --html is a whole page or
 // absent (written to an unnamed file that is named only when whole);
 // --trace and --record stop where the kill found them, without their
 // ends.
@@ -186,7 +187,15 @@ func (r *attachRun) checkFiles(t *testing.T, whole bool) {
 	}
 	if b, err := os.ReadFile(r.out("steps.jsonl")); err == nil {
 		if len(b) > 0 && b[len(b)-1] != '\n' {
-			t.Errorf("--jsonl ends in a cut line: %q", b[max(0, len(b)-80):])
+			// A write that SIGKILL stops ends between two pages (4 of 40
+			// kills of a 3 KB-line writer, every one at a page's end):
+			// gpuprof's readers leave such a line out (validate).
+			if whole || len(b)%os.Getpagesize() != 0 {
+				t.Errorf("--jsonl ends in a cut line (%d bytes, not at a page's end): %q", len(b), b[max(0, len(b)-80):])
+			} else {
+				t.Logf("--jsonl ends in a line cut at a page's end (%d bytes), as a SIGKILLed write does", len(b))
+			}
+			b = b[:bytes.LastIndexByte(b, '\n')+1]
 		}
 		for i, l := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
 			if len(l) > 0 && !json.Valid(l) {

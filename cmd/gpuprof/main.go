@@ -15,6 +15,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/pflag"
+
+	"github.com/gpuprof/gpuprof/probes"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -37,6 +39,11 @@ Run 'gpuprof COMMAND --help' for a command's flags.
 `
 
 func main() {
+	if probes.IsReleaser() {
+		os.Exit(probes.RunReleaser())
+	}
+	// Links are let go of through a copy of this binary (probes/releaser.go).
+	probes.UseReleaser("/proc/self/exe")
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
