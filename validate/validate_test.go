@@ -48,6 +48,19 @@ func TestAlignOneToOne(t *testing.T) {
 	if res := Compare(truth, late, 0, 0.05, nil); !res.OneToOne {
 		t.Fatalf("a step 4 of 10 ns off its log's end did not match: %+v", res)
 	}
+	// Later than half a step, it matches only inside the lead-in of our
+	// next step (the loop's bookkeeping after the boundary).
+	preempted := append([]Row{}, truth...)
+	preempted[3].End = ours[2].End + 6 // 6 ns late in an 8 ns step
+	preempted[3].Start = preempted[3].End - 8
+	if res := Compare(preempted, ours, 0, 0.05, nil); res.OneToOne {
+		t.Fatalf("a log end 6 ns past ours (an 8 ns step) matched with no lead-in: %+v", res)
+	}
+	led := append([]Row{}, ours...)
+	led[3].Fields = map[string]float64{"step_time": 10e-9, "lead_in": 7e-9}
+	if res := Compare(preempted, led, 0, 0.05, nil); !res.OneToOne || res.Matched != 5 {
+		t.Fatalf("a log end inside our next step's 7 ns lead-in did not match: %+v", res)
+	}
 	// A required field absent from one side fails.
 	if res := Compare(truth, ours, 0, 0.05, []string{"compute_time"}); res.Pass() {
 		t.Fatal("missing required field passed")
@@ -68,6 +81,25 @@ func TestReadJSONL(t *testing.T) {
 	os.WriteFile(path, []byte(`{"step":1}`+"\n"), 0o644)
 	if _, err := ReadJSONL(path); err == nil {
 		t.Error("a line without t_end_ns read")
+	}
+}
+
+// TestReadJSONLCutLastLine: a writer killed mid-line leaves a last line
+// with no newline, left out; a bad line anywhere else is an error.
+func TestReadJSONLCutLastLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.jsonl")
+	whole := `{"step":1,"t_end_ns":10}` + "\n" + `{"step":2,"t_end_ns":20}` + "\n"
+	os.WriteFile(path, []byte(whole+`{"step":3,"t_st`), 0o644)
+	if rs, err := ReadJSONL(path); err != nil || len(rs) != 2 || rs[1].End != 20 {
+		t.Fatalf("a cut last line: %+v, %v; want the 2 whole lines", rs, err)
+	}
+	os.WriteFile(path, []byte(whole+`{"step":3,"t_end_ns":30}`), 0o644)
+	if rs, err := ReadJSONL(path); err != nil || len(rs) != 3 {
+		t.Fatalf("a whole last line without its newline: %+v, %v; want 3 rows", rs, err)
+	}
+	os.WriteFile(path, []byte(`{"step":3,"t_st`+"\n"+whole), 0o644)
+	if _, err := ReadJSONL(path); err == nil {
+		t.Fatal("a bad line followed by others read without error")
 	}
 }
 
