@@ -28,11 +28,29 @@ const LaunchProbeCost = 700 * time.Nanosecond
 // for an attach's cost from its first second.
 const DefaultLearnBudget = 0.005
 
-// rateWindow is how long a process's launches are measured for, in event
-// time: every launch of a launch-bound loop is probed for it (~0.35% of
-// its first 10 s), and 0.5 s of a loop of ~300 launches a step holds
-// ~140 of its steps, enough to propose its boundary.
+// rateWindow is how long a process's launches are measured for at most,
+// in event time: 0.5 s of a loop of ~300 launches a step holds ~140 of its
+// steps, enough to propose its boundary. A window ends sooner once its
+// launches have cost the learning budget of a second (Config.
+// rateLaunches): every launch is probed while it lasts, and on the H200
+// host a launch-bound loop (~66k launches a second) paid ~23 ms for a
+// whole window, about half of what its first second lost (docs/
+// benchmark.md, 2026-12-03).
 const rateWindow = uint64(500 * time.Millisecond)
+
+// minRateSpan is the shortest window a rate is given for: enough calls to
+// average over a loop's steps of a few milliseconds.
+const minRateSpan = uint64(20 * time.Millisecond)
+
+// rateLaunches is the launch count that ends a rate window early: what
+// probing every launch costs in Config.LearnBudget of a second (~7,100
+// launches at the default 0.5%). 0 leaves windows their whole length.
+func (c Config) rateLaunches() uint64 {
+	if c.LearnBudget <= 0 || c.LearnBudget >= 1 {
+		return 0
+	}
+	return uint64(c.LearnBudget * float64(time.Second) / float64(LaunchProbeCost))
+}
 
 // launchMeter measures a process's launch rate from the launch counts its
 // calls carry, until its learning is sampled.
@@ -45,8 +63,9 @@ type launchMeter struct {
 }
 
 // add counts e and returns the window's launch rate (a second) once it is
-// over; a window ends with it.
-func (m *launchMeter) add(e *events.Event) (float64, bool) {
+// over: rateWindow long, or maxLaunches launches (if not 0) over at least
+// minRateSpan. A window ends with it.
+func (m *launchMeter) add(e *events.Event, maxLaunches uint64) (float64, bool) {
 	n := uint64(e.Launches + e.GraphLaunches)
 	if m.done || e.Kind != events.KindCall || n == 0 && m.since == 0 {
 		return 0, false
@@ -59,7 +78,8 @@ func (m *launchMeter) add(e *events.Event) (float64, bool) {
 	}
 	m.launches += n
 	span := e.End - m.since
-	if span < rateWindow {
+	enough := maxLaunches > 0 && m.launches >= maxLaunches && span >= minRateSpan
+	if span < rateWindow && !enough {
 		return 0, false
 	}
 	rate := float64(m.launches) / (float64(span) / 1e9)
@@ -90,7 +110,7 @@ func (l *Loop) meterLaunches(pid uint32, p *proc, e *events.Event) {
 		p.meter.done = true
 		return
 	}
-	rate, ok := p.meter.add(e)
+	rate, ok := p.meter.add(e, l.cfg.rateLaunches())
 	if !ok {
 		return
 	}

@@ -41,7 +41,7 @@ func TestLearnCycle(t *testing.T) {
 func TestLaunchMeter(t *testing.T) {
 	var m launchMeter
 	call := func(end uint64, launches uint32) (float64, bool) {
-		return m.add(&events.Event{Kind: events.KindCall, End: end, Launches: launches})
+		return m.add(&events.Event{Kind: events.KindCall, End: end, Launches: launches}, 0)
 	}
 	if _, ok := call(1e9, 0); ok || m.since != 0 {
 		t.Fatalf("a call with no launches began the window")
@@ -61,5 +61,49 @@ func TestLaunchMeter(t *testing.T) {
 	m.done = true
 	if _, ok := call(1e12, 1e6); ok {
 		t.Error("a meter done measured on")
+	}
+}
+
+// TestLaunchMeterEndsAtItsLaunches: a window ends once it holds the
+// launches whose probes cost the learning budget of a second (a
+// launch-bound loop is not probed whole for 0.5 s), but not before
+// minRateSpan.
+func TestLaunchMeterEndsAtItsLaunches(t *testing.T) {
+	limit := DefaultConfig().rateLaunches()
+	if want := uint64(7142); limit != want {
+		t.Fatalf("rateLaunches %d, want %d (the budget of a second at 700 ns a launch)", limit, want)
+	}
+	var m launchMeter
+	call := func(end uint64, launches uint32) (float64, bool) {
+		return m.add(&events.Event{Kind: events.KindCall, End: end, Launches: launches}, limit)
+	}
+	call(1e9, 1)
+	// 100k launches a second, 1,000 a 10 ms step.
+	var end uint64
+	for i := uint64(1); ; i++ {
+		end = 1e9 + i*10e6
+		r, ok := call(end, 1000)
+		if !ok {
+			continue
+		}
+		if span := end - 1e9; span >= rateWindow || m.launches != 0 {
+			t.Fatalf("window over after %v", time.Duration(span))
+		}
+		if r != 1e5 {
+			t.Errorf("rate %v, want 100000 a second", r)
+		}
+		if got, want := end-1e9, uint64(80e6); got != want { // 8 steps: 8,000 ≥ 7,142
+			t.Errorf("window over after %v, want %v", time.Duration(got), time.Duration(want))
+		}
+		break
+	}
+	// A burst of launches in less than minRateSpan is not a rate.
+	m = launchMeter{}
+	call(1e9, 1)
+	if _, ok := call(1e9+10e6, 50000); ok {
+		t.Error("a window of 10 ms gave a rate")
+	}
+	if r, ok := call(1e9+minRateSpan, 0); !ok || r != 50000/(float64(minRateSpan)/1e9) {
+		t.Errorf("at minRateSpan: rate %v (%v), want 50,000 over minRateSpan", r, ok)
 	}
 }
