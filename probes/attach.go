@@ -40,10 +40,6 @@ func attachPrograms(objs *bpf.Objects, pid int, lp LibraryPlan, progs ...Program
 	if len(groups) == 0 {
 		return nil, nil
 	}
-	ex, err := link.OpenExecutable(lp.File.HostPath)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", lp.File.Path, err)
-	}
 	var links []link.Link
 	undo := func(err error) ([]link.Link, error) {
 		closeAtOnce(links)
@@ -56,20 +52,22 @@ func attachPrograms(objs *bpf.Objects, pid int, lp LibraryPlan, progs ...Program
 		}
 		opts := &link.UprobeMultiOptions{Addresses: g.addrs, Cookies: g.cookies, PID: uint32(pid)}
 		var l link.Link
+		var err error
+		path := lp.File.HostPath
 		switch prog {
 		case ProgEntry:
-			l, err = ex.UprobeMulti(nil, objs.ApiEntry, opts)
+			l, err = attachUprobes(path, objs.ApiEntry, opts, false)
 		case ProgReturn:
-			l, err = ex.UretprobeMulti(nil, objs.ApiReturn, opts)
+			l, err = attachUprobes(path, objs.ApiReturn, opts, true)
 			if err == nil {
 				l = returnLink{l}
 			}
 		case ProgLaunch:
-			l, err = ex.UprobeMulti(nil, objs.LaunchEntry, opts)
+			l, err = attachUprobes(path, objs.LaunchEntry, opts, false)
 		case ProgLibLoad:
-			l, err = ex.UprobeMulti(nil, objs.LibLoad, opts)
+			l, err = attachUprobes(path, objs.LibLoad, opts, false)
 		case ProgInstant:
-			l, err = ex.UprobeMulti(nil, objs.ApiInstant, opts)
+			l, err = attachUprobes(path, objs.ApiInstant, opts, false)
 		}
 		if err != nil {
 			if errors.Is(err, ebpf.ErrNotSupported) {

@@ -79,7 +79,7 @@ func (h *hitloop) nsPerCall(b *testing.B, n int) float64 {
 }
 
 // planFor plans the probes gpuprof would put in the hitloop's libraries.
-func planFor(b *testing.B, pid int, keep func(Probe) bool) []LibraryPlan {
+func planFor(b testing.TB, pid int, keep func(Probe) bool) []LibraryPlan {
 	b.Helper()
 	files, err := ExecutableFiles("/proc", pid)
 	if err != nil {

@@ -43,7 +43,7 @@ func closeAtOnce(links []link.Link) error {
 	if len(links) == 0 {
 		return nil
 	}
-	if done, err := closeReleased(links); done {
+	if done, err := theReleaser().closeLinks(links); done {
 		return err
 	}
 	errs := make([]error, len(links))

@@ -175,21 +175,13 @@ func attachAnchors(objs *bpf.Objects, pid int, starts []nativeSite, end nativeSi
 		}
 	}
 	for k, offs := range byFile {
-		ex, err := link.OpenExecutable(files[k].HostPath)
-		if err != nil {
-			return undo(err)
-		}
-		l, err := ex.UprobeMulti(nil, objs.PyAnchorStart, &link.UprobeMultiOptions{Addresses: offs, PID: uint32(pid)})
+		l, err := attachUprobes(files[k].HostPath, objs.PyAnchorStart, &link.UprobeMultiOptions{Addresses: offs, PID: uint32(pid)}, false)
 		if err != nil {
 			return undo(fmt.Errorf("attach anchor probes to %s in PID %d: %w", files[k].Path, pid, err))
 		}
 		links = append(links, l)
 	}
-	ex, err := link.OpenExecutable(end.file.HostPath)
-	if err != nil {
-		return undo(err)
-	}
-	l, err := ex.UretprobeMulti(nil, objs.PyAnchorEnd, &link.UprobeMultiOptions{Addresses: []uint64{end.offset}, PID: uint32(pid)})
+	l, err := attachUprobes(end.file.HostPath, objs.PyAnchorEnd, &link.UprobeMultiOptions{Addresses: []uint64{end.offset}, PID: uint32(pid)}, true)
 	if err != nil {
 		return undo(fmt.Errorf("attach anchor return probe to %s in PID %d: %w", end.file.Path, pid, err))
 	}

@@ -292,18 +292,13 @@ func attachPython(objs *bpf.Objects, p *PythonPlan, sems SemaphorePlan, only, ex
 		if len(set.probes) == 0 {
 			continue
 		}
-		ex, err := link.OpenExecutable(set.file.HostPath)
-		if err != nil {
-			closeLinks(links)
-			return nil, fmt.Errorf("open %s: %w", set.file.Path, err)
-		}
 		var addrs, cookies []uint64
 		for _, pr := range set.probes {
 			addrs = append(addrs, pr.Address())
 			cookies = append(cookies, waitCookie(pr.API.ID))
 		}
 		opts := &link.UprobeMultiOptions{Addresses: addrs, Cookies: cookies, PID: pid}
-		entry, err := ex.UprobeMulti(nil, set.entry, opts)
+		entry, err := attachUprobes(set.file.HostPath, set.entry, opts, false)
 		if err != nil {
 			closeLinks(links)
 			return nil, fmt.Errorf("attach %s probes in %s: %w", set.what, set.file.Path, err)
@@ -312,7 +307,7 @@ func attachPython(objs *bpf.Objects, p *PythonPlan, sems SemaphorePlan, only, ex
 		if set.ret == nil {
 			continue
 		}
-		ret, err := ex.UretprobeMulti(nil, set.ret, opts)
+		ret, err := attachUprobes(set.file.HostPath, set.ret, opts, true)
 		if err != nil {
 			closeLinks(links)
 			return nil, fmt.Errorf("attach %s return probes in %s: %w", set.what, set.file.Path, err)

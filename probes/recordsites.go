@@ -349,11 +349,7 @@ func (r *Records) probeSites(t *target, w *recordWatch) ([]link.Link, map[uint64
 	}
 	var links []link.Link
 	for k, offs := range byFile {
-		ex, err := link.OpenExecutable(files[k].HostPath)
-		var l link.Link
-		if err == nil {
-			l, err = ex.UprobeMulti(nil, r.objs.ApiInstant, &link.UprobeMultiOptions{Addresses: offs, Cookies: cookies[k], PID: uint32(t.pid)})
-		}
+		l, err := attachUprobes(files[k].HostPath, r.objs.ApiInstant, &link.UprobeMultiOptions{Addresses: offs, Cookies: cookies[k], PID: uint32(t.pid)}, false)
 		if err != nil {
 			closeLinks(links)
 			return nil, nil, fmt.Errorf("attach in %s: %w", files[k].Path, err)

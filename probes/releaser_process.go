@@ -7,59 +7,82 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 )
 
 // RunReleaser is the link releaser's main (releaser.go says why it is a
 // process of its own): it serves gpuprof's batches until gpuprof's
-// control socket shuts, closes whatever it still holds, and returns the
-// exit status.
+// control socket shuts, closes whatever it still holds (the links it made
+// among them), and returns the exit status.
 func RunReleaser() int {
 	// Signals meant for gpuprof (a terminal's ^C, a supervisor's TERM)
 	// must not cut a close short: the releaser ends when gpuprof does.
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
 	runtime.GOMAXPROCS(1)
 	setName("gpuprof-release") // not taken for gpuprof itself by a pgrep
+	made := newMadeLinks()
 	var batches sync.WaitGroup
 	for {
-		_, rights, ok := receive(releaserFD)
+		_, _, rights, ok := receive(releaserFD, make([]byte, 1))
 		if !ok {
 			break
 		}
 		for _, b := range rights {
-			batches.Go(func() { serveBatch(b) })
+			batches.Go(func() { serveBatch(b, made) })
 		}
 	}
 	batches.Wait()
+	closeLinksAll(made.take(nil, true))
 	return 0
 }
 
-// serveBatch holds a batch's link files until gpuprof says close, or until
-// its socket shuts (gpuprof died): either way it closes them all.
-func serveBatch(b int) {
+// serveBatch serves one batch socket: links to make, link files to hold
+// until gpuprof says close, or until the socket shuts (gpuprof died):
+// either way it closes what it holds. Made links outlive the batch, in
+// made, until a close names them or gpuprof goes.
+func serveBatch(b int, made *madeLinks) {
 	var held []int
 	defer func() {
 		closeAll(held)
 		unix.Close(b)
 	}()
+	buf := make([]byte, maxMessage)
 	for {
-		msg, rights, ok := receive(b)
+		kind, payload, rights, ok := receive(b, buf)
 		if !ok {
 			return
 		}
-		held = append(held, rights...)
-		var reply byte
-		switch msg {
+		var reply []byte
+		var replyRights []byte
+		switch kind {
 		case msgHold:
-			reply = msgHeld
+			held = append(held, rights...)
+			reply = []byte{msgHeld}
+		case msgMake:
+			if len(rights) != 1 {
+				closeAll(rights)
+				return
+			}
+			fd, err := made.make(payload, rights[0])
+			if err != nil {
+				reply = append([]byte{msgFailed}, err.Error()...)
+			} else {
+				reply, replyRights = []byte{msgMade}, unix.UnixRights(fd)
+			}
 		case msgClose:
-			closeAll(held)
+			closeAll(rights)
+			var wg sync.WaitGroup
+			wg.Go(func() { closeAll(held) })
+			wg.Go(func() { closeLinksAll(made.take(decodeIDs(payload), false)) })
+			wg.Wait()
 			held = nil
-			reply = msgClosed
+			reply = []byte{msgClosed}
 		default:
+			closeAll(rights)
 			return
 		}
-		if _, err := unix.Write(b, []byte{reply}); err != nil {
+		if err := unix.Sendmsg(b, reply, replyRights, nil, unix.MSG_NOSIGNAL); err != nil {
 			return
 		}
 	}
@@ -75,18 +98,30 @@ func closeAll(fds []int) {
 	wg.Wait()
 }
 
-// receive reads one message and the files it carries; false once the
-// socket is shut or broken.
-func receive(fd int) (byte, []int, bool) {
-	var buf [1]byte
+// closeLinksAll is closeAll for links.
+func closeLinksAll(links []link.Link) {
+	var wg sync.WaitGroup
+	for _, l := range links {
+		wg.Go(func() { l.Close() })
+	}
+	wg.Wait()
+}
+
+// maxMessage bounds a message's bytes besides its files: a make request
+// of a few thousand addresses.
+const maxMessage = 256 << 10
+
+// receive reads one message into buf: its kind, the rest of its bytes
+// and the files it carries; false once the socket is shut or broken.
+func receive(fd int, buf []byte) (byte, []byte, []int, bool) {
 	oob := make([]byte, unix.CmsgSpace(maxRightsPerMessage*4))
 	for {
-		n, oobn, _, _, err := unix.Recvmsg(fd, buf[:], oob, unix.MSG_CMSG_CLOEXEC)
+		n, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil || n == 0 {
-			return 0, nil, false
+			return 0, nil, nil, false
 		}
 		var fds []int
 		if cmsgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
@@ -96,7 +131,7 @@ func receive(fd int) (byte, []int, bool) {
 				}
 			}
 		}
-		return buf[0], fds, true
+		return buf[0], buf[1:n], fds, true
 	}
 }
 
