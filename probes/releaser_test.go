@@ -253,20 +253,9 @@ func releaserLinks(t *testing.T, pid int) int {
 // uprobeLinksOn counts the uprobe_multi links whose filter is pid.
 func uprobeLinksOn(t *testing.T, pid int) int {
 	t.Helper()
-	n := 0
-	it := new(link.Iterator)
-	defer it.Close()
-	for it.Next() {
-		info, err := it.Link.Info()
-		if err != nil || info.Type != link.UprobeMultiType {
-			continue // gone meanwhile, or not a uprobe
-		}
-		if p, ok := info.UprobeMulti().Pid(); ok && int(p) == pid {
-			n++
-		}
-	}
-	if err := it.Err(); err != nil {
+	links, err := testenv.UprobeLinksOn(pid)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return n
+	return len(links)
 }

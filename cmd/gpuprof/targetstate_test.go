@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf/link"
+	"github.com/gpuprof/gpuprof/internal/testenv"
 )
 
 // What a detach must leave as it found it, read on the target alone (other
@@ -100,20 +100,13 @@ func textDiffs(pid int) ([]string, error) {
 // uprobeLinksOn lists the uprobe_multi links anyone holds that fire only
 // in pid, as "file: N probes".
 func uprobeLinksOn(pid int) ([]string, error) {
+	links, err := testenv.UprobeLinksOn(pid)
 	var out []string
-	it := new(link.Iterator)
-	defer it.Close()
-	for it.Next() {
-		info, err := it.Link.Info()
-		if err != nil || info.Type != link.UprobeMultiType {
-			continue // gone meanwhile, or not a uprobe
-		}
+	for _, info := range links {
 		um := info.UprobeMulti()
-		if p, ok := um.Pid(); ok && int(p) == pid {
-			out = append(out, fmt.Sprintf("link %d on %s: %d probes", info.ID, um.File, um.Count))
-		}
+		out = append(out, fmt.Sprintf("link %d on %s: %d probes", info.ID, um.File, um.Count))
 	}
-	return out, it.Err()
+	return out, err
 }
 
 // checkAsItWas fails t where pid's code differs from its files or a uprobe
