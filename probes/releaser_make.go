@@ -52,9 +52,9 @@ func (l madeLink) FD() int { return l.Link.(linkFD).FD() }
 
 // attachUprobes attaches prog at opts' file offsets of path, on entry or
 // (ret) return, as link.Executable's UprobeMulti and UretprobeMulti do,
-// the link made in the releaser where there is one. A releaser that
-// cannot make it (it fails, or lacks a capability gpuprof has) leaves it
-// to be made here, with the error as link's.
+// the link made in the releaser where there is one. A link the releaser
+// cannot make (it fails, or lacks a capability gpuprof has) is made here
+// instead, so that an error is the one this process gets.
 func attachUprobes(path string, prog *ebpf.Program, opts *link.UprobeMultiOptions, ret bool) (link.Link, error) {
 	if l, ok := theReleaser().make(path, prog, opts, ret); ok {
 		return l, nil
@@ -106,7 +106,7 @@ func (r *linkReleaser) make(path string, prog *ebpf.Program, opts *link.UprobeMu
 	}
 	l, err := link.NewFromFD(fds[0])
 	if err != nil {
-		// The releaser holds its copy until told; ours is gone: drop it.
+		// Ours is gone; the releaser, let go of, closes its copy.
 		r.broke(fmt.Errorf("wrap a made link: %w", err))
 		return nil, false
 	}
