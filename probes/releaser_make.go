@@ -18,8 +18,8 @@ import (
 // fails that the same way as a close (releaser.go): the kernel's undo of
 // the half-made link leaks the uprobes it had installed, their int3s left
 // in the job. Made in the releaser, which keeps a copy of each link until
-// gpuprof has it closed, a link outlives no gpuprof killed at any moment:
-// the releaser closes what it holds once gpuprof's socket shuts.
+// gpuprof has it closed, no link is left behind by a gpuprof killed at any
+// moment: the releaser closes what it holds once gpuprof's socket shuts.
 
 // The messages that make and drop links: gpuprof sends make (a
 // makeRequest, the program's fd) and is answered made (the link's fd) or
@@ -150,6 +150,7 @@ func newMadeLinks() *madeLinks { return &madeLinks{links: map[uint32]link.Link{}
 func (m *madeLinks) make(req []byte, progFD int) (int, error) {
 	var r makeRequest
 	if err := json.Unmarshal(req, &r); err != nil {
+		unix.Close(progFD)
 		return -1, err
 	}
 	prog, err := ebpf.NewProgramFromFD(progFD)

@@ -42,7 +42,8 @@ func main() {
 	if probes.IsReleaser() {
 		os.Exit(probes.RunReleaser())
 	}
-	// Links are let go of through a copy of this binary (probes/releaser.go).
+	// Uprobe links are made and let go of in a copy of this binary, which
+	// no signal meant for gpuprof reaches (probes/releaser.go).
 	probes.UseReleaser("/proc/self/exe")
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
