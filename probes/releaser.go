@@ -150,18 +150,16 @@ type linkFD interface{ FD() int }
 
 // fdOf returns l's file descriptor, or false for a link with none.
 func fdOf(l link.Link) (int, bool) {
-	if r, ok := l.(returnLink); ok {
-		l = r.Link
-	}
 	if f, ok := l.(linkFD); ok {
 		return f.FD(), true
 	}
 	return -1, false
 }
 
-// closeLinks closes links, the last reference to each in the releaser: those it made (it kept a copy) by their IDs, the others by
-// their files handed to it first. It returns false, having closed
-// nothing, where there is no releaser or it cannot take the batch.
+// closeLinks closes links, the last reference to each in the releaser:
+// those it made (it kept a copy) by their IDs, the others by their files
+// handed to it first. It returns false, having closed nothing, where
+// there is no releaser or it cannot take the batch.
 func (r *linkReleaser) closeLinks(links []link.Link) (bool, error) {
 	if r == nil {
 		return false, nil

@@ -47,9 +47,6 @@ type madeLink struct {
 	id uint32
 }
 
-// FD is the link's file, for fdOf.
-func (l madeLink) FD() int { return l.Link.(linkFD).FD() }
-
 // attachUprobes attaches prog at opts' file offsets of path, on entry or
 // (ret) return, as link.Executable's UprobeMulti and UretprobeMulti do,
 // the link made in the releaser where there is one. A link the releaser

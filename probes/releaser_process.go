@@ -7,7 +7,6 @@ import (
 	"syscall"
 	"unsafe"
 
-	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,7 +32,7 @@ func RunReleaser() int {
 		}
 	}
 	batches.Wait()
-	closeLinksAll(made.take(nil, true))
+	closeAtOnce(made.take(nil, true)) // no releaser here: closed in place
 	return 0
 }
 
@@ -74,7 +73,7 @@ func serveBatch(b int, made *madeLinks) {
 			closeAll(rights)
 			var wg sync.WaitGroup
 			wg.Go(func() { closeAll(held) })
-			wg.Go(func() { closeLinksAll(made.take(decodeIDs(payload), false)) })
+			wg.Go(func() { closeAtOnce(made.take(decodeIDs(payload), false)) })
 			wg.Wait()
 			held = nil
 			reply = []byte{msgClosed}
@@ -94,15 +93,6 @@ func closeAll(fds []int) {
 	var wg sync.WaitGroup
 	for _, fd := range fds {
 		wg.Go(func() { unix.Close(fd) })
-	}
-	wg.Wait()
-}
-
-// closeLinksAll is closeAll for links.
-func closeLinksAll(links []link.Link) {
-	var wg sync.WaitGroup
-	for _, l := range links {
-		wg.Go(func() { l.Close() })
 	}
 	wg.Wait()
 }
