@@ -51,6 +51,10 @@ in its environment (GOMAXPROCS=1, say). Each gpuprof window keeps its CPU
 time as it went (every 50 ms; "cpu_series" in --save's bench), to set a
 window's cost beside what gpuprof was doing then.
 
+A configuration whose flags hold "@nice=N" runs gpuprof under `nice -n N`:
+its threads, and the kernel work of its system calls (the BPF verifier,
+the uprobes' registration), at a lower priority than the job's.
+
 A configuration whose flags are just "@idle" runs `sleep` for the window
 instead of gpuprof: the same "on" window with nothing attached, which
 measures what the alternation itself does to the comparison. With one, each
@@ -423,11 +427,12 @@ def window(name, flags):
         binary = next((f.removeprefix("@bin=") for f in flags if f.startswith("@bin=")), args.gpuprof)
         freeze = next((float(f.removeprefix("@freeze=")) for f in flags if f.startswith("@freeze=")), None)
         env = dict(f.removeprefix("@env=").split("=", 1) for f in flags if f.startswith("@env="))
-        flags = [f for f in flags if not f.startswith(("@bin=", "@freeze=", "@env="))]
+        nice = [a for f in flags if f.startswith("@nice=") for a in ("nice", "-n", f.removeprefix("@nice="))]
+        flags = [f for f in flags if not f.startswith(("@bin=", "@freeze=", "@env=", "@nice="))]
         # -d a backstop: the window ends it with a SIGINT at its nominal
         # end, so that the detach is timed from there.
         base = os.path.join(args.logs or tmp, f"w{len(spans) + 1:03d}-{name}")
-        cmd = pin_gpuprof + [binary, "attach"] + target + ["-d", f"{secs_ + 120:g}s", "-q", "--jsonl", base + ".jsonl"] + flags
+        cmd = pin_gpuprof + nice + [binary, "attach"] + target + ["-d", f"{secs_ + 120:g}s", "-q", "--jsonl", base + ".jsonl"] + flags
         gp = dict(index=len(spans), name=name, t0=t0, jsonl=base + ".jsonl", out=base + ".out", log=base + ".log",
                   wall0=time.time())
         with open(base + ".out", "w") as out, open(base + ".log", "w") as log:
