@@ -1,12 +1,14 @@
 package probes
 
 import (
+	"os"
 	"os/signal"
 	"runtime"
 	"sync"
 	"syscall"
 	"unsafe"
 
+	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 )
 
@@ -15,6 +17,9 @@ import (
 // control socket shuts, closes whatever it still holds (the links it made
 // among them), and returns the exit status.
 func RunReleaser() int {
+	if os.Getenv(closerEnv) != "" {
+		return runCloser()
+	}
 	// Signals meant for gpuprof (a terminal's ^C, a supervisor's TERM)
 	// must not cut a close short: the releaser ends when gpuprof does.
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
@@ -32,7 +37,7 @@ func RunReleaser() int {
 		}
 	}
 	batches.Wait()
-	closeAtOnce(made.take(nil, true)) // no releaser here: closed in place
+	dropLinks(made.take(nil, true))
 	return 0
 }
 
@@ -43,7 +48,7 @@ func RunReleaser() int {
 func serveBatch(b int, made *madeLinks) {
 	var held []int
 	defer func() {
-		closeAll(held)
+		closeByExit(held)
 		unix.Close(b)
 	}()
 	buf := make([]byte, maxMessage)
@@ -72,8 +77,8 @@ func serveBatch(b int, made *madeLinks) {
 		case msgClose:
 			closeAll(rights)
 			var wg sync.WaitGroup
-			wg.Go(func() { closeAll(held) })
-			wg.Go(func() { closeAtOnce(made.take(decodeIDs(payload), false)) })
+			wg.Go(func() { closeByExit(held) })
+			wg.Go(func() { dropLinks(made.take(decodeIDs(payload), false)) })
 			wg.Wait()
 			held = nil
 			reply = []byte{msgClosed}
@@ -85,6 +90,26 @@ func serveBatch(b int, made *madeLinks) {
 			return
 		}
 	}
+}
+
+// dropLinks drops links the releaser made, each the last reference to
+// its link, in closers' exits (releaser_closer.go): each link's file is
+// duplicated for a closer, and the link closed.
+func dropLinks(links []link.Link) {
+	var fds []int
+	for _, l := range links {
+		if fd, ok := fdOf(l); ok {
+			if dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0); err == nil {
+				fds = append(fds, dup)
+			}
+		}
+	}
+	dropOwnCopies(func() {
+		for _, l := range links {
+			l.Close() // not the last reference where duplicated
+		}
+	})
+	closeByExit(fds)
 }
 
 // closeAll closes fds all at once: each close that drops a uprobe link's

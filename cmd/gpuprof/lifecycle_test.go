@@ -86,6 +86,13 @@ func (b *lineBuffer) String() string {
 // directory, and its debug log.
 func startAttach(t *testing.T, pid int, extra ...string) *attachRun {
 	t.Helper()
+	return startAttachWith(t, pid, nil, extra...)
+}
+
+// startAttachWith is startAttach with setup (if not nil) run on the
+// command before it starts.
+func startAttachWith(t *testing.T, pid int, setup func(*exec.Cmd), extra ...string) *attachRun {
+	t.Helper()
 	r := &attachRun{dir: t.TempDir(), attached: make(chan struct{}), done: make(chan struct{})}
 	args := []string{"attach", "--pid", itoa(pid), "-q", "--jsonl", r.out("steps.jsonl"), "--html", r.out("report.html"),
 		"--trace", r.out("timeline.json"), "--record", r.out("trace.jsonl.gz")}
@@ -97,6 +104,9 @@ func startAttach(t *testing.T, pid int, extra ...string) *attachRun {
 		}
 	}
 	r.cmd.Stdout, r.cmd.Stderr = &r.stdout, &r.stderr
+	if setup != nil {
+		setup(r.cmd)
+	}
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,126 @@
+package probes
+
+import (
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+)
+
+// The releaser drops no link's last reference with close(2): it hands
+// the links to closer processes, which drop them by exiting.
+//
+// Why: the releaser is out of reach of signals meant for gpuprof, not of
+// a SIGKILL sent to gpuprof's cgroup (a supervisor stopping its unit, a
+// pod deleted) or of `pkill -9 gpuprof`, whose pattern matches its name
+// too. Killed in a close, it left int3s in the job as gpuprof did before
+// it (TestKillingEveryGpuprofProcessLeavesTargetAsItWas: 2 of 4 kills 5
+// and 20 ms into a detach, 2026-12-03; the kernel logged "failed to
+// unregister, leaking uprobe"). A process's files are closed by its exit
+// after it has taken its SIGKILL off its pending signals, and a signal
+// sent to a process already exiting is dropped: in an exit the kernel's
+// get_user_pages never sees a fatal signal, and every breakpoint is taken
+// out, however the closer ends.
+//
+// Links still made in the releaser are at risk while they are made: a
+// SIGKILL that reaches the releaser then leaves the breakpoints the
+// kernel's undo of the half-made link could not take out, until an
+// attach to the same job probes the same addresses and detaches.
+
+// closerEnv, in a releaser's child's environment, makes it a closer.
+const closerEnv = "GPUPROF_LINK_CLOSER"
+
+// maxClosers bounds the closers one batch starts. A process's exit
+// closes its files one after another, each uprobe link waiting for the
+// kernel's grace periods (closing.go); closers side by side wait for them
+// together. Each costs ~0.2 ms to start and end (closerelf.go,
+// BenchmarkCloser).
+const maxClosers = 16
+
+// runCloser is a closer's main: it holds the links it was started with
+// (its files from 3 on) until its standard input ends, then exits.
+func runCloser() int {
+	io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
+// closeByExit drops fds, each possibly a link's last reference, in the
+// exits of closers, and returns once they have exited. Where a closer
+// cannot be started its fds are closed here.
+func closeByExit(fds []int) {
+	n := min(len(fds), maxClosers)
+	var wg sync.WaitGroup
+	for i := range n {
+		share := fds[i*len(fds)/n : (i+1)*len(fds)/n]
+		wg.Go(func() { closeInCloser(share) })
+	}
+	wg.Wait()
+}
+
+// spawning orders the releaser's forks before its own copies' closes. A
+// child forked for one batch holds a copy of every file until its exec
+// closes them: a batch that dropped its own copies meanwhile would leave
+// the last reference to that child's exec, at risk as a close is. Closes
+// of own copies hold it shared, a closer's start alone.
+var spawning sync.RWMutex
+
+func startCloser(cmd *exec.Cmd) error {
+	spawning.Lock()
+	defer spawning.Unlock()
+	return cmd.Start() // returns once the child has exec'd
+}
+
+// dropOwnCopies runs drop, which closes the releaser's own copies of
+// links a closer holds, between closers' starts.
+func dropOwnCopies(drop func()) {
+	spawning.RLock()
+	defer spawning.RUnlock()
+	drop()
+}
+
+// closerCmd is a closer reading in and holding files: closerELF where
+// it can be run, else this binary.
+func closerCmd(in *os.File, files []*os.File) *exec.Cmd {
+	cmd := &exec.Cmd{Path: closerProgram(), Stdin: in, ExtraFiles: files}
+	if cmd.Path == "" {
+		cmd.Path, cmd.Env = "/proc/self/exe", append(os.Environ(), closerEnv+"=1")
+	}
+	return cmd
+}
+
+// closeInCloser starts a closer holding copies of fds, closes ours (not
+// the last references now), and ends the closer's input.
+func closeInCloser(fds []int) {
+	files := make([]*os.File, len(fds))
+	for i, fd := range fds {
+		files[i] = os.NewFile(uintptr(fd), "link")
+	}
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return
+	}
+	cmd := closerCmd(r, files)
+	err = startCloser(cmd)
+	if err != nil && cmd.Path != "/proc/self/exe" {
+		cmd = closerCmd(r, files)
+		cmd.Path, cmd.Env = "/proc/self/exe", append(os.Environ(), closerEnv+"=1")
+		err = startCloser(cmd)
+	}
+	r.Close()
+	if err != nil {
+		w.Close()
+		return // ours are the last references: closed in place
+	}
+	dropOwnCopies(func() {
+		for _, f := range files {
+			f.Close()
+		}
+	})
+	w.Close()
+	cmd.Wait()
+}
