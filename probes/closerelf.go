@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -58,6 +59,9 @@ func closerELF() []byte {
 // closerProgram is the path of the closer for this process's children
 // ("/proc/self/fd/N" of a memfd), or "" where there is none.
 var closerProgram = sync.OnceValue(func() string {
+	if runtime.GOARCH != "amd64" {
+		return ""
+	}
 	path, err := closerMemfd()
 	if err != nil {
 		return ""
