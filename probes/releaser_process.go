@@ -51,9 +51,10 @@ func serveBatch(b int, made *madeLinks) {
 		closeByExit(held)
 		unix.Close(b)
 	}()
-	buf := make([]byte, maxMessage)
+	buf := messageBuffers.Get().(*[]byte)
+	defer messageBuffers.Put(buf)
 	for {
-		kind, payload, rights, ok := receive(b, buf)
+		kind, payload, rights, ok := receive(b, *buf)
 		if !ok {
 			return
 		}
@@ -125,6 +126,10 @@ func closeAll(fds []int) {
 // maxMessage bounds a message's bytes besides its files: a make request
 // of a few thousand addresses.
 const maxMessage = 256 << 10
+
+// messageBuffers keeps the batches' receive buffers: a batch is opened
+// for each link made, and a buffer each was 256 KiB of garbage a make.
+var messageBuffers = sync.Pool{New: func() any { b := make([]byte, maxMessage); return &b }}
 
 // receive reads one message into buf: its kind, the rest of its bytes
 // and the files it carries; false once the socket is shut or broken.
