@@ -27,12 +27,12 @@ import (
 // TestSignalsLeaveTargetAsItWas/SIGKILL/flushing before this); one killed
 // while it made a link, the same for the probes the kernel's undo of the
 // half-made link could not take out. A process's files closed by its
-// exit are let go of by a kernel worker, which has no signal pending: only
+// exit are let go of with no signal pending (releaser_closer.go): only
 // the makes and closes in flight are at risk.
 //
 // So the releaser makes each link (releaser_make.go) and keeps a copy of
-// it; gpuprof closes its own copy, then has the releaser close its copy,
-// the last. A link gpuprof made itself (the releaser could not) is handed
+// it; gpuprof closes its own copy, then has the releaser drop its copy,
+// the last, in a closer's exit (releaser_closer.go). A link gpuprof made itself (the releaser could not) is handed
 // over (SCM_RIGHTS) before gpuprof closes it. If gpuprof dies, the
 // releaser closes what it holds once gpuprof's sockets shut, then exits.
 

@@ -14,8 +14,8 @@ import (
 // a SIGKILL sent to gpuprof's cgroup (a supervisor stopping its unit, a
 // pod deleted) or of `pkill -9 gpuprof`, whose pattern matches its name
 // too. Killed in a close, it left int3s in the job as gpuprof did before
-// it (TestKillingEveryGpuprofProcessLeavesTargetAsItWas: 2 of 4 kills 5
-// and 20 ms into a detach, 2026-12-03; the kernel logged "failed to
+// it (TestKillingGpuprofsCgroupLeavesTargetAsItWas: 2 of 6 kills as the
+// target's links went, 2026-12-03; the kernel logged "failed to
 // unregister, leaking uprobe"). A process's files are closed by its exit
 // after it has taken its SIGKILL off its pending signals, and a signal
 // sent to a process already exiting is dropped: in an exit the kernel's
