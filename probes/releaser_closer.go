@@ -81,11 +81,16 @@ func dropOwnCopies(drop func()) {
 // closerCmd is a closer reading in and holding files: closerELF where
 // it can be run, else this binary.
 func closerCmd(in *os.File, files []*os.File) *exec.Cmd {
-	cmd := &exec.Cmd{Path: closerProgram(), Stdin: in, ExtraFiles: files}
-	if cmd.Path == "" {
-		cmd.Path, cmd.Env = "/proc/self/exe", append(os.Environ(), closerEnv+"=1")
+	if path := closerProgram(); path != "" {
+		return &exec.Cmd{Path: path, Stdin: in, ExtraFiles: files}
 	}
-	return cmd
+	return binaryCloserCmd(in, files)
+}
+
+// binaryCloserCmd is this binary as a closer (RunReleaser's runCloser).
+func binaryCloserCmd(in *os.File, files []*os.File) *exec.Cmd {
+	return &exec.Cmd{Path: "/proc/self/exe", Stdin: in, ExtraFiles: files,
+		Env: append(os.Environ(), releaserEnv+"=1", closerEnv+"=1")}
 }
 
 // closeInCloser starts a closer holding copies of fds, closes ours (not
@@ -106,9 +111,8 @@ func closeInCloser(fds []int) {
 	}
 	cmd := closerCmd(r, files)
 	err = startCloser(cmd)
-	if err != nil && cmd.Path != "/proc/self/exe" {
-		cmd = closerCmd(r, files)
-		cmd.Path, cmd.Env = "/proc/self/exe", append(os.Environ(), closerEnv+"=1")
+	if err != nil && closerProgram() != "" {
+		cmd = binaryCloserCmd(r, files)
 		err = startCloser(cmd)
 	}
 	r.Close()

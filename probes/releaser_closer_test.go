@@ -23,13 +23,12 @@ func TestCloserHoldsFilesUntilItsInputEnds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cmd := closerCmd(in, []*os.File{w})
+			cmd := binaryCloserCmd(in, []*os.File{w})
 			if name == "elf" {
-				if cmd.Path == "/proc/self/exe" {
+				if closerProgram() == "" {
 					t.Skip("SKIP: no closer ELF on this machine (a memfd cannot be made executable): the gpuprof binary closes")
 				}
-			} else {
-				cmd.Path, cmd.Env = "/proc/self/exe", append(os.Environ(), releaserEnv+"=1", closerEnv+"=1")
+				cmd = closerCmd(in, []*os.File{w})
 			}
 			if err := cmd.Start(); err != nil {
 				t.Fatalf("start %s: %v", cmd.Path, err)
@@ -72,7 +71,7 @@ func BenchmarkCloser(b *testing.B) {
 				}
 				cmd := closerCmd(in, nil)
 				if name != "elf" {
-					cmd.Path, cmd.Env = "/proc/self/exe", append(os.Environ(), releaserEnv+"=1", closerEnv+"=1")
+					cmd = binaryCloserCmd(in, nil)
 				}
 				if err := cmd.Start(); err != nil {
 					b.Fatal(err)
