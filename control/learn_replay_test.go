@@ -16,7 +16,8 @@ import (
 // (learning phases doubling each cycle, the on phase the loop told it of
 // ending at once), with the markers the probes send, and takes out of
 // each call the launches made while the process's launch probes were
-// off.
+// off, and out of the trace the Python waits reported while its wait
+// probes went with them (learning: until its boundary is found).
 type sampledProbes struct {
 	*fakeProbes
 	now      uint64 // the end of the event being added
@@ -35,6 +36,7 @@ func (p *sampledProbes) SetStepThread(pid int, tid uint32) {
 // simSampler is probes' launchSampler, on event time.
 type simSampler struct {
 	learning, ending, off bool
+	waitsResumed          bool // the marker of the waits attached again is due (SampleLaunches while learning)
 	period, on            time.Duration
 	since                 uint64
 	lastOn                uint64            // when counting last went on
@@ -55,10 +57,10 @@ func (p *sampledProbes) SampleLaunches(pid int, period, on time.Duration) {
 	case !p.simulate:
 	case on >= period:
 		if s != nil && s.learning {
-			s.learning, s.ending = false, true
+			s.learning, s.ending, s.waitsResumed = false, true, true
 		}
 	case s != nil && s.learning:
-		s.learning, s.period, s.on = false, period, on
+		s.learning, s.period, s.on, s.waitsResumed = false, period, on, true
 	case s == nil:
 		p.samplers[pid] = &simSampler{period: period, on: on, since: p.now, prevEnd: map[uint32]uint64{}}
 	}
@@ -67,6 +69,14 @@ func (p *sampledProbes) SampleLaunches(pid int, period, on time.Duration) {
 // switches returns the markers of the switches due by t.
 func (s *simSampler) switches(pid uint32, t uint64) []events.Event {
 	var out []events.Event
+	if s.waitsResumed {
+		s.waitsResumed = false
+		mark := events.Event{Kind: events.KindLaunchProbes, PID: pid, Start: t, End: t}
+		if !s.off {
+			mark.Out = 1
+		}
+		out = append(out, mark)
+	}
 	for {
 		if s.ending {
 			s.ending = false
@@ -89,6 +99,9 @@ func (s *simSampler) switches(pid uint32, t uint64) []events.Event {
 		}
 		s.since, s.off = at, !s.off
 		mark := events.Event{Kind: events.KindLaunchProbes, PID: pid, Start: at, End: at}
+		if s.learning {
+			mark.Args[0] = 1 // the waits go with them
+		}
 		if !s.off {
 			mark.Out, s.lastOn = 1, at
 			if s.learning {
@@ -165,6 +178,9 @@ func replaySampled(t *testing.T, tr recorded, cfg Config, simulate bool) (*Loop,
 			}
 		}
 		if s := p.samplers[int(e.PID)]; s != nil {
+			if s.learning && s.off && isWaitReport(&e) {
+				continue // its wait probes were off
+			}
 			s.count(&e)
 		}
 		p.now = e.End
@@ -200,17 +216,22 @@ func TestReplayLearnsFromSampledLaunches(t *testing.T) {
 				t.Errorf("%s: boundary %s on %d with launches thinned, %s on %d with all counted", name, got.Calls, got.TID, want.Calls, want.TID)
 				continue
 			}
+			// The steps from where the thinned replay found its boundary:
+			// one found later (at most 3 s, below) cuts fewer of the steps
+			// before from what it buffered (of those in its learning's off
+			// phases, none).
+			from := sp.found[int(pid)]
 			ends := map[uint64]bool{}
 			var n int
 			for _, s := range sf.steps {
-				if s.PID == pid {
+				if s.PID == pid && s.EndNS >= from {
 					ends[s.EndNS] = true
 					n++
 				}
 			}
 			wantN, matched := 0, 0
 			for _, s := range ff.steps {
-				if s.PID == pid {
+				if s.PID == pid && s.EndNS >= from {
 					wantN++
 					if ends[s.EndNS] {
 						matched++
@@ -220,12 +241,32 @@ func TestReplayLearnsFromSampledLaunches(t *testing.T) {
 			if float64(matched) < 0.97*float64(wantN) || n > wantN+wantN/50+1 {
 				t.Errorf("%s: %d steps with launches thinned, %d of the %d with all counted end alike", name, n, matched, wantN)
 			}
+			// Those it cut before, from what it buffered, are the full
+			// replay's steps too.
+			fullEnds := map[uint64]bool{}
+			for _, s := range ff.steps {
+				if s.PID == pid {
+					fullEnds[s.EndNS] = true
+				}
+			}
+			early, alike := 0, 0
+			for _, s := range sf.steps {
+				if s.PID == pid && s.EndNS < from {
+					early++
+					if fullEnds[s.EndNS] {
+						alike++
+					}
+				}
+			}
+			if float64(alike) < 0.97*float64(early) {
+				t.Errorf("%s: %d of the %d steps cut from the buffer before the boundary was found end as with all counted", name, alike, early)
+			}
 			if late := float64(sp.found[int(pid)]) - float64(ep.found[int(pid)]); late > 3e9 {
 				t.Errorf("%s: boundary found %.1f s later with launches thinned", name, late/1e9)
 			}
 			first := tr.evs[slices.IndexFunc(tr.evs, func(e events.Event) bool { return e.PID == pid })].End
-			t.Logf("%s: %s, found %.1f s in (%.1f s with every launch counted); %d of %d steps alike", name, got.Calls,
-				float64(sp.found[int(pid)]-first)/1e9, float64(ep.found[int(pid)]-first)/1e9, matched, wantN)
+			t.Logf("%s: %s, found %.1f s in (%.1f s with every launch counted); %d of %d steps alike, and %d of the %d cut from the buffer", name, got.Calls,
+				float64(sp.found[int(pid)]-first)/1e9, float64(ep.found[int(pid)]-first)/1e9, matched, wantN, alike, early)
 		}
 	}
 	if thinned == 0 {

@@ -14,7 +14,7 @@ var boundaryNote = regexp.MustCompile(`^PID (\d+): step boundary: .+ on thread (
 
 // learnNote is the note the loop makes as a process's launches are
 // counted part of the time while its boundary is learned.
-var learnNote = regexp.MustCompile(`^PID (\d+): ~\d+ launches a second, each probed would cost ~[\d.]+% of its time: counted \S+ in every \S+, the phases doubling each cycle, while its steps are learned$`)
+var learnNote = regexp.MustCompile(`^PID (\d+): ~\d+ launches and ~\d+ Python waits a second, each probed would cost ~[\d.]+% of its time: launches and waits probed \S+ in every \S+, the phases doubling each cycle, while its steps are learned$`)
 
 // TestReplayTellsProbes replays every trace under attach's policy and
 // holds what the probes were told to what the steps showed:
@@ -104,15 +104,15 @@ func checkLearned(t *testing.T, name string, cfg Config, f *fakeProbes, pid int)
 	if th := slices.IndexFunc(f.calls, func(c call) bool { return c.op == "thread" && c.pid == pid }); len(learns) > 1 || th >= 0 && th < i {
 		t.Errorf("%s: learning thinned %v, after its step thread was told or more than once", name, learns)
 	}
-	var rate float64
-	if _, err := fmt.Sscanf(f.calls[i+1].note, fmt.Sprintf("PID %d: ~%%f launches", pid), &rate); err != nil {
+	var r probeRate
+	if _, err := fmt.Sscanf(f.calls[i+1].note, fmt.Sprintf("PID %d: ~%%f launches and ~%%f Python waits", pid), &r.launches, &r.waits); err != nil {
 		t.Errorf("%s: note %q after LearnLaunches: %v", name, f.calls[i+1].note, err)
 	}
-	// The note rounds the rate: the cycle is held to within its rounding.
-	lo, on, ok := cfg.learnCycle(rate - 0.5)
-	hi, _, _ := cfg.learnCycle(rate + 0.5)
+	// The note rounds the rates: the cycle is held to within their rounding.
+	lo, on, ok := cfg.learnCycle(probeRate{r.launches - 0.5, r.waits - 0.5})
+	hi, _, _ := cfg.learnCycle(probeRate{r.launches + 0.5, r.waits + 0.5})
 	if c := learns[0]; !ok || c.on != on || c.period < lo || c.period > hi {
-		t.Errorf("%s: learning thinned to %v in %v at ~%.0f launches a second; want %v in %v..%v", name, c.on, c.period, rate, on, lo, hi)
+		t.Errorf("%s: learning thinned to %v in %v at ~%.0f launches and ~%.0f waits a second; want %v in %v..%v", name, c.on, c.period, r.launches, r.waits, on, lo, hi)
 	}
 	return true
 }

@@ -74,8 +74,17 @@ func (m *Sampling) KeepPythonWaits(pid int) bool {
 	}
 	t.sampler.waits = false
 	m.mu.Unlock()
+	m.resumeWaitsMarked(t)
+	return true
+}
+
+// resumeWaitsMarked attaches t's Python wait probes again (resumePython
+// Waits), with the marker that says they are probed from then on, launch
+// counting as it is: stamped once they are in place. SampleLaunches calls
+// it where they went with the launch probes while the steps were learned
+// (LearnLaunches): the steps found are to say which waits they need.
+func (m *Sampling) resumeWaitsMarked(t *target) {
 	m.resumePythonWaits(t)
-	// Stamped once they are in place, launch counting as it was.
 	now := monotonicNow()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -84,7 +93,6 @@ func (m *Sampling) KeepPythonWaits(pid int) bool {
 		mark.Out = 1
 	}
 	m.addMarksLocked(mark)
-	return true
 }
 
 // KeepMorePythonWaits adds wait functions (keep, by WaitFunc's names, the

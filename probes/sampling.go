@@ -25,6 +25,9 @@ type launchSampler struct {
 	since      time.Time // when the current phase began
 	// waits: the Python wait probes go with the launch probes (below).
 	waits bool
+	// learnWaits: all of them go with the launch probes while the steps
+	// are learned (LearnLaunches).
+	learnWaits bool
 	// cpuOnly: a process with no CUDA library whose Python wait probes
 	// alone are sampled (cpuonly.go); its launch probes, once it loads
 	// CUDA, are attached at once.
@@ -117,21 +120,27 @@ func (m *Sampling) SampleLaunches(pid int, period, on time.Duration) {
 		return
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	t := m.targets[pid]
+	var learnWaits bool
 	switch {
 	case t == nil:
 	case on >= period:
 		// Its boundary needs every launch (a device-to-device copy): a
 		// learning sampler ends with its launches attached.
 		if t.sampler.learning {
-			t.sampler.learning, t.sampler.ending = false, true
+			learnWaits = t.sampler.learnWaits
+			t.sampler.learning, t.sampler.learnWaits, t.sampler.ending = false, false, true
 		}
 	case t.sampler.learning:
 		// The phase it is in goes on; those after are the steady ones.
-		t.sampler.learning, t.sampler.period, t.sampler.on = false, period, on
+		learnWaits = t.sampler.learnWaits
+		t.sampler.learning, t.sampler.learnWaits, t.sampler.period, t.sampler.on = false, false, period, on
 	default:
 		t.sampler = launchSampler{enabled: true, period: period, on: on, since: time.Now()}
+	}
+	m.mu.Unlock()
+	if learnWaits {
+		m.resumeWaitsMarked(t)
 	}
 }
 
@@ -148,6 +157,13 @@ func (m *Sampling) SampleLaunches(pid int, period, on time.Duration) {
 // launch-bound loop (~100k launches a second, FACTS.md §3) every launch
 // probed costs ~6% of the step rate, for the seconds it took to find the
 // steps (issue 29: ~3 s an attach).
+//
+// Its Python wait probes go with the launch probes while it learns, all
+// of them: on that loop they cost ~5% while attached (docs/benchmark.md,
+// 2026-12-03 afternoon), and the learning reads waits only from the
+// counted stretches. Once the boundary is found (SampleLaunches) they
+// are all attached again until its steps say which it needs
+// (SamplePythonWaits): those steps must have every wait probed.
 func (m *Sampling) LearnLaunches(pid int, period, on time.Duration) {
 	if on >= period || !m.cfg.Launches {
 		return
@@ -156,8 +172,10 @@ func (m *Sampling) LearnLaunches(pid int, period, on time.Duration) {
 	defer m.mu.Unlock()
 	if t := m.targets[pid]; t != nil && !t.sampler.enabled {
 		now := time.Now()
-		t.sampler = launchSampler{enabled: true, learning: true, period: period, on: on, since: now.Add(-on)}
-		m.cfg.Log.Debug("launches counted part of the time while the steps are learned", "pid", pid, "on", on, "period", period)
+		t.sampler = launchSampler{enabled: true, learning: true, period: period, on: on, since: now.Add(-on),
+			learnWaits: t.pyLinks != nil}
+		m.cfg.Log.Debug("launches counted part of the time while the steps are learned", "pid", pid, "on", on, "period", period,
+			"python waits too", t.sampler.learnWaits)
 	}
 }
 
@@ -248,7 +266,7 @@ func (m *Sampling) switchDue(now time.Time) []events.Event {
 			if sp.learning && !sp.off {
 				sp.grow()
 			}
-			sw = switched{t: t, off: sp.off, waits: sp.waits}
+			sw = switched{t: t, off: sp.off, waits: sp.waits || sp.learnWaits}
 		}
 		for _, l := range t.libs {
 			sw.libs = append(sw.libs, l)
