@@ -22,9 +22,10 @@ type Config struct {
 	// found: long enough to hold whole steps of most loops.
 	LaunchOn time.Duration
 	// LearnBudget: while a process's step boundary is learned, where
-	// probing every launch and Python wait would cost it more than this
-	// fraction of its time, they are probed only a share of the time that
-	// costs about this (learnlaunches.go); 1 probes every one then.
+	// probing every launch, Python wait and kernel lookup would cost it
+	// more than this fraction of its time, they are probed only a share
+	// of the time that costs about this (learnlaunches.go); 1 probes
+	// every one then.
 	LearnBudget float64
 	// RecordSites: once steps are found, event records are probed only
 	// at the call sites whose events the job reads (Probes.NarrowRecords),

@@ -16,8 +16,9 @@ import (
 // (learning phases doubling each cycle, the on phase the loop told it of
 // ending at once), with the markers the probes send, and takes out of
 // each call the launches made while the process's launch probes were
-// off, and out of the trace the Python waits reported while its wait
-// probes went with them (learning: until its boundary is found).
+// off, and out of the trace the Python waits and kernel lookups
+// reported while their probes went with them (learning: until its
+// boundary is found).
 type sampledProbes struct {
 	*fakeProbes
 	now      uint64 // the end of the event being added
@@ -178,7 +179,7 @@ func replaySampled(t *testing.T, tr recorded, cfg Config, simulate bool) (*Loop,
 			}
 		}
 		if s := p.samplers[int(e.PID)]; s != nil {
-			if s.learning && s.off && isWaitReport(&e) {
+			if s.learning && s.off && isPhasedReport(&e) {
 				continue // its wait probes were off
 			}
 			s.count(&e)

@@ -11,14 +11,14 @@ import (
 // the boundary is learned from the kernels launched between calls. On a
 // launch-bound loop (~100k launches a second) that cost ~6% of the step
 // rate for the ~3 s the learning took (issue 29), all of a 10 s look's
-// cost, and its Python wait probes, all attached too, another ~5% (the
-// H200 host, docs/benchmark.md 2026-12-03 afternoon). So each process's
-// launches and waits are measured over its first rateWindow, and where
-// probing them all would cost more than Config.LearnBudget of its time
-// (at LaunchProbeCost a launch, WaitProbeCost a wait), its launches and
-// waits are probed only a share of the time that costs about that
-// (Probes.LearnLaunches: the wait probes go with the launch probes), and
-// the boundary is learned from the stretches counted. A process probed
+// cost, its Python wait probes and the driver's kernel lookups all
+// attached too. So each process's launches and the waits and lookups it
+// reports are measured over its first rateWindow, and where probing them
+// all would cost more than Config.LearnBudget of its time (at
+// LaunchProbeCost a launch, ReportCost a wait or lookup), they are all
+// probed only a share of the time that costs about that
+// (Probes.LearnLaunches: the wait probes and lookups go with the launch
+// probes), and the boundary is learned from the stretches counted. A process probed
 // little keeps everything probed, and is measured again each window: a
 // job's launches grow once training starts.
 
@@ -27,13 +27,14 @@ import (
 // (FACTS.md §2: 670 ns).
 const LaunchProbeCost = 700 * time.Nanosecond
 
-// WaitProbeCost is what one Python wait reported costs its thread at
-// least: an entry and a return probe and a ring-buffer event on the GPU
-// host (FACTS.md §2: 2,090 ns). Traps that report nothing (a wait too
-// short to tell) are not seen, so a process's waits cost more than this
-// prices them: the launch-bound loop's ~3,100 reported a second cost it
-// ~5%, not 0.7%.
-const WaitProbeCost = 2100 * time.Nanosecond
+// ReportCost is what one Python wait or kernel lookup reported costs its
+// thread at least: an entry and a return probe and a ring-buffer event on
+// the GPU host (FACTS.md §2: 2,090 ns). Traps that report nothing (a wait too
+// short to tell) are not seen, so this is a floor: on the H200's
+// launch-bound loop the ~70-105 waits a second reported in the rate
+// window (build 8ac6797, which priced waits alone) came to ~0.02% of
+// its time, beside its launches' ~1.7-2.6%.
+const ReportCost = 2100 * time.Nanosecond
 
 // DefaultLearnBudget is the default Config.LearnBudget: issue 29's target
 // for an attach's cost from its first second.
@@ -63,30 +64,38 @@ func (c Config) windowCost() time.Duration {
 	return time.Duration(c.LearnBudget * float64(time.Second))
 }
 
-// probeRate is how often a process's launch and wait probes report, a
-// second.
-type probeRate struct{ launches, waits float64 }
+// probeRate is how often a process's launch probes run and its wait and
+// lookup probes report, a second.
+type probeRate struct{ launches, reports float64 }
 
 // cost is the share of its time probing them all costs.
 func (r probeRate) cost() float64 {
-	return r.launches*LaunchProbeCost.Seconds() + r.waits*WaitProbeCost.Seconds()
+	return r.launches*LaunchProbeCost.Seconds() + r.reports*ReportCost.Seconds()
 }
 
-// launchMeter measures a process's launch and wait rates from the launch
-// counts its calls carry and the waits it reports, until its learning is
-// sampled.
+// launchMeter measures a process's launch and report rates from the
+// launch counts its calls carry and the waits and lookups it reports,
+// until its learning is sampled.
 type launchMeter struct {
 	since    uint64 // when the window began (the first call carrying launches)
 	launches uint64
-	waits    uint64 // Python waits, GIL waits and writes reported
+	reports  uint64 // Python waits, GIL waits, writes and kernel lookups reported
 	done     bool   // its learning was sampled, or its boundary found
 	sampled  bool   // Probes.LearnLaunches was called for it
 	told     string // what it was told, in words
 }
 
-// isWaitReport says whether e is what a Python wait probe reports.
-func isWaitReport(e *events.Event) bool {
-	return e.Kind == events.KindPyWait || e.Kind == events.KindPyGIL || e.Kind == events.KindWrite
+// isPhasedReport says whether e was reported by a probe that goes with
+// the launch probes while the steps are learned: a Python wait probe's,
+// or a kernel lookup's (not a name gpuprof read from a launch's site).
+func isPhasedReport(e *events.Event) bool {
+	switch e.Kind {
+	case events.KindPyWait, events.KindPyGIL, events.KindWrite:
+		return true
+	case events.KindKernelName:
+		return e.Args[events.KernelNameArg] != events.KernelNameFromSite
+	}
+	return false
 }
 
 // add counts e and returns the window's rates once it is over: rateWindow
@@ -96,9 +105,9 @@ func (m *launchMeter) add(e *events.Event, maxCost time.Duration) (probeRate, bo
 	if m.done {
 		return probeRate{}, false
 	}
-	if isWaitReport(e) {
+	if isPhasedReport(e) {
 		if m.since != 0 && e.End > m.since {
-			m.waits++
+			m.reports++
 		}
 		return probeRate{}, false
 	}
@@ -114,14 +123,14 @@ func (m *launchMeter) add(e *events.Event, maxCost time.Duration) (probeRate, bo
 	}
 	m.launches += n
 	span := e.End - m.since
-	cost := time.Duration(m.launches)*LaunchProbeCost + time.Duration(m.waits)*WaitProbeCost
+	cost := time.Duration(m.launches)*LaunchProbeCost + time.Duration(m.reports)*ReportCost
 	enough := maxCost > 0 && cost >= maxCost && span >= minRateSpan
 	if span < rateWindow && !enough {
 		return probeRate{}, false
 	}
 	secs := float64(span) / 1e9
-	r := probeRate{launches: float64(m.launches) / secs, waits: float64(m.waits) / secs}
-	m.since, m.launches, m.waits = e.End, 0, 0
+	r := probeRate{launches: float64(m.launches) / secs, reports: float64(m.reports) / secs}
+	m.since, m.launches, m.reports = e.End, 0, 0
 	return r, true
 }
 
@@ -158,10 +167,10 @@ func (l *Loop) meterLaunches(pid uint32, p *proc, e *events.Event) {
 		return
 	}
 	p.meter.done, p.meter.sampled = true, true
-	rates := fmt.Sprintf("~%.0f launches and ~%.0f Python waits a second, each probed would cost ~%.1f%% of its time", r.launches, r.waits, 100*r.cost())
+	rates := fmt.Sprintf("~%.0f launches and ~%.0f Python waits and kernel lookups a second, each probed would cost ~%.1f%% of its time", r.launches, r.reports, 100*r.cost())
 	p.meter.told = fmt.Sprintf("%v in every %v, the phases doubling each cycle, at %s", on, period.Round(100*time.Millisecond), rates)
 	l.probes.LearnLaunches(int(pid), period, on)
-	l.out.Note(fmt.Sprintf("PID %d: %s: launches and waits probed %v in every %v, the phases doubling each cycle, while its steps are learned",
+	l.out.Note(fmt.Sprintf("PID %d: %s: launches, waits and lookups probed %v in every %v, the phases doubling each cycle, while its steps are learned",
 		pid, rates, on, period.Round(100*time.Millisecond)))
 }
 

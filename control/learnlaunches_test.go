@@ -35,22 +35,23 @@ func TestLearnCycle(t *testing.T) {
 	}
 }
 
-// TestLearnCycleWaits: the waits reported are priced with the launches:
-// a process launching little but waiting much has both thinned.
+// TestLearnCycleWaits: the waits and lookups reported are priced with
+// the launches: a process launching little but waiting much has both
+// thinned.
 func TestLearnCycleWaits(t *testing.T) {
 	def := DefaultConfig()
 	if _, _, ok := def.learnCycle(probeRate{launches: 3000}); ok {
 		t.Fatal("3,000 launches a second (0.21%) thinned")
 	}
 	// 0.21% + 3,000 waits at 2.1 µs (0.63%): 0.84%, a duty of ~0.6.
-	period, on, ok := def.learnCycle(probeRate{launches: 3000, waits: 3000})
+	period, on, ok := def.learnCycle(probeRate{launches: 3000, reports: 3000})
 	if want := time.Duration(float64(time.Second) * 0.0084 / 0.005); !ok || on != time.Second || period.Round(time.Millisecond) != want.Round(time.Millisecond) {
 		t.Errorf("3,000 launches and 3,000 waits a second: %v in %v (%v), want 1s in %v", on, period, ok, want)
 	}
 }
 
-// meterCall and meterWait feed m a call carrying launches, and a wait,
-// that end at end.
+// meterCall and meterWait feed m a call carrying launches, and a report
+// of kind, that end at end.
 func meterCall(m *launchMeter, end uint64, launches uint32, maxCost time.Duration) (probeRate, bool) {
 	return m.add(&events.Event{Kind: events.KindCall, End: end, Launches: launches}, maxCost)
 }
@@ -60,7 +61,8 @@ func meterWait(m *launchMeter, kind events.Kind, end uint64) (probeRate, bool) {
 }
 
 // TestLaunchMeter: the rates are the launches the calls carried, and the
-// waits reported, over a window that begins at the first call carrying
+// waits and kernel lookups reported (not the names read from launch
+// sites), over a window that begins at the first call carrying
 // any (those are not in it: they were made before), given once the window
 // is over.
 func TestLaunchMeter(t *testing.T) {
@@ -74,17 +76,20 @@ func TestLaunchMeter(t *testing.T) {
 		if _, ok := meterCall(&m, 2e9+i*1e8, 100, 0); ok {
 			t.Fatalf("window over after %v", time.Duration(i*1e8))
 		}
-		for _, k := range []events.Kind{events.KindPyWait, events.KindPyGIL, events.KindWrite} {
+		for _, k := range []events.Kind{events.KindPyWait, events.KindPyGIL, events.KindWrite, events.KindKernelName} {
 			if _, ok := meterWait(&m, k, 2e9+i*1e8+1); ok {
 				t.Fatal("a wait ended the window")
 			}
 		}
+		site := events.Event{Kind: events.KindKernelName, End: 2e9 + i*1e8 + 2}
+		site.Args[events.KernelNameArg] = events.KernelNameFromSite
+		m.add(&site, 0) // named from its launch's site by gpuprof: no probe reported it
 	}
-	if r, ok := meterCall(&m, 2e9+rateWindow, 100, 0); !ok || r.launches != 1000 || r.waits != 24 {
-		t.Errorf("rates %+v (%v), want 1000 launches and 24 waits a second", r, ok)
+	if r, ok := meterCall(&m, 2e9+rateWindow, 100, 0); !ok || r.launches != 1000 || r.reports != 32 {
+		t.Errorf("rates %+v (%v), want 1000 launches and 32 reports a second", r, ok)
 	}
-	if m.since != 2e9+rateWindow || m.launches != 0 || m.waits != 0 {
-		t.Errorf("the next window: since %d, %d launches, %d waits", m.since, m.launches, m.waits)
+	if m.since != 2e9+rateWindow || m.launches != 0 || m.reports != 0 {
+		t.Errorf("the next window: since %d, %d launches, %d waits", m.since, m.launches, m.reports)
 	}
 	m.done = true
 	if _, ok := meterCall(&m, 1e12, 1e6, 0); ok {
@@ -127,7 +132,7 @@ func TestLaunchMeterEndsAtItsCost(t *testing.T) {
 			if got := time.Duration(end - 1e9); got != tc.after {
 				t.Errorf("%s: window over after %v, want %v", tc.name, got, tc.after)
 			}
-			if r.launches != 1e5 || r.waits != float64(tc.waits)*100 {
+			if r.launches != 1e5 || r.reports != float64(tc.waits)*100 {
 				t.Errorf("%s: rates %+v, want 100000 launches and %d waits a second", tc.name, r, tc.waits*100)
 			}
 			break

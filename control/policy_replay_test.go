@@ -14,7 +14,7 @@ var boundaryNote = regexp.MustCompile(`^PID (\d+): step boundary: .+ on thread (
 
 // learnNote is the note the loop makes as a process's launches are
 // counted part of the time while its boundary is learned.
-var learnNote = regexp.MustCompile(`^PID (\d+): ~\d+ launches and ~\d+ Python waits a second, each probed would cost ~[\d.]+% of its time: launches and waits probed \S+ in every \S+, the phases doubling each cycle, while its steps are learned$`)
+var learnNote = regexp.MustCompile(`^PID (\d+): ~\d+ launches and ~\d+ Python waits and kernel lookups a second, each probed would cost ~[\d.]+% of its time: launches, waits and lookups probed \S+ in every \S+, the phases doubling each cycle, while its steps are learned$`)
 
 // TestReplayTellsProbes replays every trace under attach's policy and
 // holds what the probes were told to what the steps showed:
@@ -105,14 +105,14 @@ func checkLearned(t *testing.T, name string, cfg Config, f *fakeProbes, pid int)
 		t.Errorf("%s: learning thinned %v, after its step thread was told or more than once", name, learns)
 	}
 	var r probeRate
-	if _, err := fmt.Sscanf(f.calls[i+1].note, fmt.Sprintf("PID %d: ~%%f launches and ~%%f Python waits", pid), &r.launches, &r.waits); err != nil {
+	if _, err := fmt.Sscanf(f.calls[i+1].note, fmt.Sprintf("PID %d: ~%%f launches and ~%%f Python waits", pid), &r.launches, &r.reports); err != nil {
 		t.Errorf("%s: note %q after LearnLaunches: %v", name, f.calls[i+1].note, err)
 	}
 	// The note rounds the rates: the cycle is held to within their rounding.
-	lo, on, ok := cfg.learnCycle(probeRate{r.launches - 0.5, r.waits - 0.5})
-	hi, _, _ := cfg.learnCycle(probeRate{r.launches + 0.5, r.waits + 0.5})
+	lo, on, ok := cfg.learnCycle(probeRate{r.launches - 0.5, r.reports - 0.5})
+	hi, _, _ := cfg.learnCycle(probeRate{r.launches + 0.5, r.reports + 0.5})
 	if c := learns[0]; !ok || c.on != on || c.period < lo || c.period > hi {
-		t.Errorf("%s: learning thinned to %v in %v at ~%.0f launches and ~%.0f waits a second; want %v in %v..%v", name, c.on, c.period, r.launches, r.waits, on, lo, hi)
+		t.Errorf("%s: learning thinned to %v in %v at ~%.0f launches and ~%.0f reports a second; want %v in %v..%v", name, c.on, c.period, r.launches, r.reports, on, lo, hi)
 	}
 	return true
 }

@@ -159,9 +159,11 @@ func (m *Sampling) SampleLaunches(pid int, period, on time.Duration) {
 // steps (issue 29: ~3 s an attach).
 //
 // Its Python wait probes go with the launch probes while it learns, all
-// of them: on that loop they cost ~5% while attached (docs/benchmark.md,
-// 2026-12-03 afternoon), and the learning reads waits only from the
-// counted stretches. Once the boundary is found (SampleLaunches) they
+// of them: what the learning costs is then the duty for them too (on the
+// H200's launch-bound loop `--no-launches`, which keeps them and the
+// driver's kernel lookups attached throughout, cost ~4-5% more than the
+// default: docs/benchmark.md, 2026-12-03), and the learning reads waits
+// only from the counted stretches. Once the boundary is found (SampleLaunches) they
 // are all attached again until its steps say which it needs
 // (SamplePythonWaits): those steps must have every wait probed.
 func (m *Sampling) LearnLaunches(pid int, period, on time.Duration) {

@@ -166,7 +166,7 @@ func WriteSummary(w io.Writer, s Summary) {
 		fmt.Fprintf(w, "launches counted %s: per-step launch figures are from those steps, kernel counts below are samples\n", s.LaunchSampling)
 	}
 	if s.LearnSampling != "" {
-		fmt.Fprintf(w, "launches and Python waits probed %s while its steps were learned: probing them all would have cost more than the learning budget (--learn-budget)\n", s.LearnSampling)
+		fmt.Fprintf(w, "launches, Python waits and kernel lookups probed %s while its steps were learned: probing them all would have cost more than the learning budget (--learn-budget)\n", s.LearnSampling)
 	}
 	switch {
 	case s.RecordsNarrowed && s.RecordSites == 0:
