@@ -15,7 +15,9 @@ windows off, gpuprof (default attach flags), off, idle (nothing: the
 control), off, gpuprof, off, idle, then off, torchprof (torch.profiler
 started and stopped in the job: torchprof.py), off, torchprof, off: the
 torchprof windows last (--tp-last), as CUPTI stays in the process once
-started, and the share's timeout falls on them if their stops take long. Its table (bench-inrun.md): the step rate on/off over
+started, and the share's timeout falls on them if their stops take long
+(overhead.py --until drops later gpuprof and idle alternations where
+they would leave one torchprof window no time). Its table (bench-inrun.md): the step rate on/off over
 the full window (start to gpuprof's exit / the profiler's stop returning:
 attach, learning, detach and a stop's processing counted), the whole one
 (0.5 s in to 0.5 s before the nominal end) and the steady one (--learn s
@@ -195,7 +197,8 @@ def inrun():
                "--off-seconds", f"{w['off']:g}", "--learn", f"{min(3, w['secs'] / 3):g}",
                "--job", w["job"].format(py=PY, out="{out}"), "--truth", "truth.jsonl",
                "--config", "gpuprof=", "--config", "idle=@idle", "--config", "torchprof=@torchprof",
-               "--tp-last", "--tp-timeout", "60",
+               "--tp-last", "--tp-timeout", "60", "--until", f"{max(10, share - 10):.0f}",
+               "--tp-reserve", f"{15 * (args.scale if args.fake else 1):g}",
                "--save", save, "--logs", os.path.join(root, f"{name}-logs")]
         say(f"{name}: overhead.py, {alt} alternations of {w['secs']:g} s windows (off {w['off']:g} s), "
             f"share {share:.0f} s")

@@ -120,6 +120,8 @@ and compute_time as % of the truth's median, and whether one to one).
 """
 import argparse, bisect, json, os, shlex, signal, statistics, subprocess, sys, tempfile, time
 
+T_START = time.monotonic()  # --until counts from here
+
 import benchlib
 from ovhstats import COVARIATES, adjusted_line, ci, fit, floor_pairs, pairs, pct
 
@@ -144,6 +146,11 @@ ap.add_argument("--torchprof", default=os.path.join(os.path.dirname(os.path.absp
 ap.add_argument("--tp-timeout", type=float, default=120, help="seconds a torch.profiler stop may take (a start: 30 at most)")
 ap.add_argument("--tp-last", action="store_true", help="run the @torchprof windows after all the others' alternations: "
                 "once started, CUPTI stays in the process, so the windows before any start are free of it")
+ap.add_argument("--until", type=float, default=0, help="seconds from the start that the windows must end by (a timeout's): "
+                "with --tp-last, alternations of the other configurations are dropped where running them would leave "
+                "one of the @torchprof windows no time (--tp-reserve a window beyond its length)")
+ap.add_argument("--tp-reserve", type=float, default=15, help="with --until: seconds a @torchprof window is given beyond its length "
+                "(its start and stop)")
 ap.add_argument("--logs", default="", help="keep each on window's gpuprof log (GPUPROF_LOG=debug) and summary in this directory")
 args, extra = ap.parse_known_args()
 configs = [(c.split("=", 1)[0], c.split("=", 1)[1].split() if "=" in c else []) for c in args.config]
@@ -507,10 +514,25 @@ def window(name, flags):
     print(f"window {len(spans)}/{windows} ({name}) done", file=sys.stderr, flush=True)
 
 
+def alternation_s(group, tp):
+    """What one alternation of group takes, at most: an off window before
+    each on one, a torch.profiler window given --tp-reserve beyond its
+    length, another on window 1 s for its attach and detach."""
+    return sum(off_secs + secs + (args.tp_reserve if tp else 1) for _ in group)
+
+
 try:
     last = [c for c in configs if c[1] == ["@torchprof"]] if args.tp_last else []
     for group in ([c for c in configs if c not in last], last):
         for i in range(args.alternations if group else 0):
+            # One torch.profiler alternation is kept room for: those after
+            # it run as time allows, the timeout ending them.
+            tp_left = alternation_s(last, True) + off_secs
+            if args.until and group is not last and i > 0 and \
+                    time.monotonic() + alternation_s(group, False) + tp_left > T_START + args.until:
+                print(f"alternations {i + 1}-{args.alternations} of {', '.join(n for n, _ in group)} dropped: "
+                      f"a torch.profiler window needs the {tp_left:.0f} s left", file=sys.stderr, flush=True)
+                break
             for name, flags in group:
                 window("off", None)
                 window(name, flags)
