@@ -6,6 +6,7 @@ import (
 	"io"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -153,6 +154,51 @@ type ProgramStat struct {
 	Name    string
 	Runs    uint64
 	Runtime time.Duration
+	Trap    Trap // what each run cost the probed thread besides the run
+}
+
+// Trap is what brings a program to run: a breakpoint the probed thread
+// trapped into, at a function's entry or its return, or none of the
+// thread's own (a tracepoint, a perf event).
+type Trap uint8
+
+const (
+	TrapNone   Trap = iota
+	TrapEntry       // a uprobe's breakpoint
+	TrapReturn      // a uretprobe's, at the return trampoline
+)
+
+// What a trap costs the probed thread on the GPU host, besides the
+// program's run (FACTS.md §2: a uprobe on a `push %rbp` 670 ns, with its
+// return probe 1,020 ns): a floor, as a first instruction the kernel
+// single-steps rather than emulates costs ~5,500 ns.
+const (
+	EntryTrapCost  = 670 * time.Nanosecond
+	ReturnTrapCost = 350 * time.Nanosecond
+)
+
+// Cost is what the runs cost the probed threads at least: each run's own
+// time and its trap's.
+func (s ProgramStat) Cost() time.Duration {
+	trap := time.Duration(0)
+	switch s.Trap {
+	case TrapEntry:
+		trap = EntryTrapCost
+	case TrapReturn:
+		trap = ReturnTrapCost
+	}
+	return s.Runtime + time.Duration(s.Runs)*trap
+}
+
+// trapOf is the trap of a program of section sec.
+func trapOf(sec string) Trap {
+	switch {
+	case strings.HasPrefix(sec, "uretprobe"):
+		return TrapReturn
+	case strings.HasPrefix(sec, "uprobe"):
+		return TrapEntry
+	}
+	return TrapNone
 }
 
 // EnableStats turns on the kernel's BPF run-time statistics until the
@@ -170,6 +216,10 @@ func EnableStats() (io.Closer, error) {
 // program added to gpuprof.bpf.c is counted without a list to keep.
 func (o *Objects) ProgramStats() []ProgramStat {
 	var out []ProgramStat
+	spec, err := loadGpuprof() // the programs' sections: embedded, cannot fail once loaded
+	if err != nil {
+		return nil
+	}
 	progs := reflect.ValueOf(o.gpuprofPrograms)
 	for i := range progs.NumField() {
 		p, ok := progs.Field(i).Interface().(*ebpf.Program)
@@ -181,7 +231,11 @@ func (o *Objects) ProgramStats() []ProgramStat {
 			continue
 		}
 		name := progs.Type().Field(i).Tag.Get("ebpf")
-		out = append(out, ProgramStat{Name: name, Runs: ps.RunCount, Runtime: ps.Runtime})
+		st := ProgramStat{Name: name, Runs: ps.RunCount, Runtime: ps.Runtime}
+		if ps := spec.Programs[name]; ps != nil {
+			st.Trap = trapOf(ps.SectionName)
+		}
+		out = append(out, st)
 	}
 	slices.SortFunc(out, func(a, b ProgramStat) int { return cmp.Compare(b.Runs, a.Runs) })
 	return out

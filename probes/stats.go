@@ -26,6 +26,13 @@ func (s Stats) Lost() uint64 { return s.RingbufFull + s.BadRecords }
 // ProgramStat is how often one BPF program ran, and for how long.
 type ProgramStat = bpf.ProgramStat
 
+// What a probe's trap costs the probed thread at least, besides its
+// program's run: ProgramStat.Cost prices runs at these.
+const (
+	EntryTrapCost  = bpf.EntryTrapCost
+	ReturnTrapCost = bpf.ReturnTrapCost
+)
+
 // WaitCount is how often one Python wait probe fired in one process's
 // thread, and how many of those it reported.
 type WaitCount = bpf.WaitCount

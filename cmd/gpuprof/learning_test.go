@@ -11,8 +11,23 @@ import (
 	"github.com/gpuprof/gpuprof/internal/testenv"
 )
 
-// launchRuns is --probe-stats' count of launch probe runs.
-var launchRuns = regexp.MustCompile(`(?m)^\s+launch_entry\s+(\d+)\s`)
+// launchRuns is --probe-stats' count of launch probe runs, and probeCost
+// what it says all the probes' runs cost the job a second.
+var (
+	launchRuns = regexp.MustCompile(`(?m)^\s+launch_entry\s+(\d+)\s`)
+	probeCost  = regexp.MustCompile(`(?m)^\s+in all: ([\d.]+) ms a second of the job's threads at least`)
+)
+
+// costOf is the probes' cost a second in an attach's --probe-stats.
+func costOf(t *testing.T, stdout string) float64 {
+	t.Helper()
+	m := probeCost.FindStringSubmatch(stdout)
+	if m == nil {
+		t.Fatalf("no cost of the probes in the summary:\n%s", stdout)
+	}
+	ms, _ := strconv.ParseFloat(m[1], 64)
+	return ms
+}
 
 // TestLearningThinsLaunches: in the first 10 s of an attach to a
 // launch-heavy loop (the demo trainer launching 400 kernels a step, no
@@ -20,7 +35,8 @@ var launchRuns = regexp.MustCompile(`(?m)^\s+launch_entry\s+(\d+)\s`)
 // the loop made, and its steps are found all the same. With
 // --learn-budget 1 (every launch counted until the steps are found, as
 // before issue 29) the same attach probes more than that: the bound is
-// the learning's, not the loop's.
+// the learning's, not the loop's, and what --probe-stats prices the
+// probes' runs at a second is lower.
 func TestLearningThinsLaunches(t *testing.T) {
 	testenv.RequireRoot(t)
 	demo := testenv.StartDemo(t, "--steps", "10000000", "--kernels", "400", "--compute-ms", "1", "--data-ms", "0", "--engines", "0")
@@ -75,8 +91,13 @@ func TestLearningThinsLaunches(t *testing.T) {
 	if !strings.Contains(out, "while its steps were learned") {
 		t.Errorf("the summary does not say the launches were thinned while learning:\n%s", out)
 	}
-	every, _, _, _ := share("1")
+	every, _, _, everyOut := share("1")
 	if every <= 1.0/6 {
 		t.Errorf("with every launch counted while learning, launch probes ran for %.1f%% of the launches: the loop is not launch-heavy enough to tell", 100*every)
+	}
+	thinCost, everyCost := costOf(t, out), costOf(t, everyOut)
+	t.Logf("the probes' runs priced at %.2f ms a second thinned, %.2f with every launch counted while learning", thinCost, everyCost)
+	if thinCost <= 0 || thinCost >= everyCost {
+		t.Errorf("the probes' runs priced at %.2f ms a second with the learning thinned, %.2f with every launch counted: want less, above 0", thinCost, everyCost)
 	}
 }

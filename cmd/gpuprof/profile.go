@@ -86,7 +86,7 @@ func (f *profileFlags) register(fs *pflag.FlagSet) {
 	f.pictures.register(fs)
 	f.memory.register(fs)
 	fs.BoolVar(&f.normalPrio, "normal-sched", false, "run gpuprof's threads under the normal scheduling policy (default: SCHED_BATCH, so that they never preempt the job's threads as they wake)")
-	fs.BoolVar(&f.probeStats, "probe-stats", false, "at the end, print how often each BPF program ran and for how long (turns on the kernel's BPF statistics while attached)")
+	fs.BoolVar(&f.probeStats, "probe-stats", false, "at the end, print how often each BPF program ran, for how long, and what the runs cost the job's threads at least with their traps (turns on the kernel's BPF statistics while attached)")
 }
 
 func (f *profileFlags) correlateConfig() correlate.Config {

@@ -146,15 +146,22 @@ func writeJob(w io.Writer, runs []correlate.ProcessRun) {
 	report.WriteWorkers(w, correlate.Workers(runs))
 }
 
-// writeProbeStats prints how often each program ran: the probe hits the
-// job paid for. The run time is the program's own; each hit also costs the
-// trap into the kernel (docs/facts.md §2: ~1 µs for a uprobe, ~2 for a return probe).
+// writeProbeStats prints how often each program ran (the probe hits the
+// job paid for), and what those hits cost its threads at least: each
+// run's own time and its trap's at the GPU host's costs (probes.
+// EntryTrapCost, ReturnTrapCost). The sum a second is a cost beside the
+// step rate's A/B that a host's noise does not move.
 func writeProbeStats(w io.Writer, stats []probes.ProgramStat, attached time.Duration) {
-	fmt.Fprintln(w, "\nBPF programs (--probe-stats): runs, runs a second, mean run time (the trap into the kernel not included)")
+	secs := attached.Seconds()
+	fmt.Fprintln(w, "\nBPF programs (--probe-stats): runs, runs a second, mean run time (the trap into the kernel not included), cost a second with the trap")
+	var all time.Duration
 	for _, s := range stats {
-		fmt.Fprintf(w, "  %-15s %10d %10.0f/s %8.0f ns\n", s.Name, s.Runs, float64(s.Runs)/attached.Seconds(),
-			float64(s.Runtime.Nanoseconds())/float64(s.Runs))
+		all += s.Cost()
+		fmt.Fprintf(w, "  %-15s %10d %10.0f/s %8.0f ns %8.2f ms/s\n", s.Name, s.Runs, float64(s.Runs)/secs,
+			float64(s.Runtime.Nanoseconds())/float64(s.Runs), float64(s.Cost().Nanoseconds())/1e6/secs)
 	}
+	fmt.Fprintf(w, "  in all: %.2f ms a second of the job's threads at least (%.0f ms over %v), at %v a uprobe's trap and %v more at a return (the GPU host's, FACTS.md §2; 5.5 µs where a first instruction is single-stepped)\n",
+		float64(all.Nanoseconds())/1e6/secs, float64(all.Nanoseconds())/1e6, attached.Round(time.Millisecond), probes.EntryTrapCost, probes.ReturnTrapCost)
 }
 
 // writeWaitCounts prints the Python wait probes' hits by process, function
