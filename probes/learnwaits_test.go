@@ -1,12 +1,8 @@
 package probes
 
 import (
-	"context"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/gpuprof/gpuprof/internal/testenv"
 )
 
 // TestPythonWaitsGoWithLearningLaunches: while a process's steps are
@@ -17,23 +13,7 @@ import (
 // boundary is found (SampleLaunches) they are all attached again, with a
 // marker that says so, and stay while its steps say which they need.
 func TestPythonWaitsGoWithLearningLaunches(t *testing.T) {
-	testenv.RequireRoot(t)
-	python, ok := testenv.Pythons(t)["pyenv-3.12"]
-	if !ok {
-		testenv.Skip(t, "needs pyenv's 3.12")
-	}
-	s := openSession(t)
-	closes := watchPauses(s)
-	// A get blocking ~20 ms, for ~8 s.
-	pid := startScript(t, python, "queue_waits.py", "400", "0.02", "0.3", filepath.Join(t.TempDir(), "waits.jsonl"))
-	if _, err := s.Attach(pid); err != nil {
-		t.Fatal(err)
-	}
-	c := &collector{}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx, c.sink) }()
+	s, pid, c, closes, stop := runQueueWaits(t, 400) // ~8 s
 	time.Sleep(500 * time.Millisecond)
 	// On 150 ms of every 600, doubling each cycle: off at once, on from
 	// 0.45 s to 0.75 s, off until 1.65 s.
@@ -44,10 +24,7 @@ func TestPythonWaitsGoWithLearningLaunches(t *testing.T) {
 	s.sampling.SampleLaunches(pid, 20*time.Second, 100*time.Millisecond)
 	resumed := monotonicNow() // attached again once it returns: they were paused
 	time.Sleep(1500 * time.Millisecond)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	marks, waits := marksAndWaits(c.evs, pid)
 	sleeps := producerSleeps(c.evs, pid)
 	paused := pausedSpans(marks, closes, pid)

@@ -254,23 +254,7 @@ func TestWholeGetsWatchOnlyWaitingThreads(t *testing.T) {
 // told to keep: the producer thread's sleeps go on being seen.
 // KeepPythonWaits puts them all back for good.
 func TestPythonWaitsGoWithLaunchProbes(t *testing.T) {
-	testenv.RequireRoot(t)
-	python, ok := testenv.Pythons(t)["pyenv-3.12"]
-	if !ok {
-		testenv.Skip(t, "needs pyenv's 3.12")
-	}
-	s := openSession(t)
-	closes := watchPauses(s)
-	// A get blocking ~20 ms, for ~8 s.
-	pid := startScript(t, python, "queue_waits.py", "400", "0.02", "0.3", filepath.Join(t.TempDir(), "waits.jsonl"))
-	if _, err := s.Attach(pid); err != nil {
-		t.Fatal(err)
-	}
-	c := &collector{}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx, c.sink) }()
+	s, pid, c, closes, stop := runQueueWaits(t, 400) // ~8 s
 	time.Sleep(500 * time.Millisecond)
 	keep := []string{"clock_nanosleep"}
 	if s.sampling.SamplePythonWaits(pid, keep, false) {
@@ -287,10 +271,7 @@ func TestPythonWaitsGoWithLaunchProbes(t *testing.T) {
 	}
 	kept := monotonicNow()
 	time.Sleep(2 * period)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	marks, waits := marksAndWaits(c.evs, pid) // the consumer's waits
 	sleeps := producerSleeps(c.evs, pid)
 	paused := pausedSpans(marks, closes, pid)
@@ -330,6 +311,17 @@ func TestPythonWaitsGoWithLaunchProbes(t *testing.T) {
 // phase, with the pauses' closes recorded and what stops the session.
 func inOffPhase(t *testing.T) (s *Session, pid int, c *collector, closes *pauseCloses, stop func()) {
 	t.Helper()
+	s, pid, c, closes, stop = runQueueWaits(t, 300)
+	s.sampling.SampleLaunches(pid, 20*time.Second, 100*time.Millisecond)
+	time.Sleep(time.Second)
+	return s, pid, c, closes, stop
+}
+
+// runQueueWaits starts queue_waits.py for gets gets of ~20 ms (pyenv's
+// 3.12), attaches and runs a session on it, its pauses' closes recorded;
+// stop ends the session.
+func runQueueWaits(t *testing.T, gets int) (s *Session, pid int, c *collector, closes *pauseCloses, stop func()) {
+	t.Helper()
 	testenv.RequireRoot(t)
 	python, ok := testenv.Pythons(t)["pyenv-3.12"]
 	if !ok {
@@ -337,7 +329,7 @@ func inOffPhase(t *testing.T) (s *Session, pid int, c *collector, closes *pauseC
 	}
 	s = openSession(t)
 	closes = watchPauses(s)
-	pid = startScript(t, python, "queue_waits.py", "300", "0.02", "0.3", filepath.Join(t.TempDir(), "waits.jsonl"))
+	pid = startScript(t, python, "queue_waits.py", strconv.Itoa(gets), "0.02", "0.3", filepath.Join(t.TempDir(), "waits.jsonl"))
 	if _, err := s.Attach(pid); err != nil {
 		t.Fatal(err)
 	}
@@ -346,8 +338,6 @@ func inOffPhase(t *testing.T) (s *Session, pid int, c *collector, closes *pauseC
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx, c.sink) }()
 	t.Cleanup(cancel)
-	s.sampling.SampleLaunches(pid, 20*time.Second, 100*time.Millisecond)
-	time.Sleep(time.Second)
 	return s, pid, c, closes, func() {
 		cancel()
 		if err := <-done; err != nil {
