@@ -163,9 +163,9 @@ func (m *Sampling) SampleLaunches(pid int, period, on time.Duration) {
 // H200's launch-bound loop `--no-launches`, which keeps them and the
 // driver's kernel lookups attached throughout, cost ~4-5% more than the
 // default: docs/benchmark.md, 2026-12-03), and the learning reads waits
-// only from the counted stretches. Once the boundary is found (SampleLaunches) they
-// are all attached again until its steps say which it needs
-// (SamplePythonWaits): those steps must have every wait probed.
+// only from the counted stretches. Once the boundary is found
+// (SampleLaunches) they are all attached again until its steps say which
+// it needs (SamplePythonWaits): those steps must have every wait probed.
 func (m *Sampling) LearnLaunches(pid int, period, on time.Duration) {
 	if on >= period || !m.cfg.Launches {
 		return
