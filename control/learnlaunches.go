@@ -18,9 +18,9 @@ import (
 // LaunchProbeCost a launch, ReportCost a wait or lookup), they are all
 // probed only a share of the time that costs about that
 // (Probes.LearnLaunches: the wait probes and lookups go with the launch
-// probes), and the boundary is learned from the stretches counted. A process probed
-// little keeps everything probed, and is measured again each window: a
-// job's launches grow once training starts.
+// probes), and the boundary is learned from the stretches counted. A
+// process probed little keeps everything probed, and is measured again
+// each window: a job's launches grow once training starts.
 
 // LaunchProbeCost is what one probed launch costs its thread: a
 // count-only uprobe on a `push %rbp` first instruction on the GPU host
@@ -29,11 +29,11 @@ const LaunchProbeCost = 700 * time.Nanosecond
 
 // ReportCost is what one Python wait or kernel lookup reported costs its
 // thread at least: an entry and a return probe and a ring-buffer event on
-// the GPU host (FACTS.md §2: 2,090 ns). Traps that report nothing (a wait too
-// short to tell) are not seen, so this is a floor: on the H200's
-// launch-bound loop the ~70-105 waits a second reported in the rate
-// window (build 8ac6797, which priced waits alone) came to ~0.02% of
-// its time, beside its launches' ~1.7-2.6%.
+// the GPU host (FACTS.md §2: 2,090 ns). Traps that report nothing (a wait
+// too short to tell) are not seen, so this is a floor: on the H200's
+// launch-bound loop the ~70-105 waits a second reported in the rate window
+// (build 8ac6797, which priced waits alone) came to ~0.02% of its time,
+// beside its launches' ~1.7-2.6%.
 const ReportCost = 2100 * time.Nanosecond
 
 // DefaultLearnBudget is the default Config.LearnBudget: issue 29's target
