@@ -2,6 +2,8 @@ package main
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -99,5 +101,52 @@ func TestLearningThinsLaunches(t *testing.T) {
 	t.Logf("the probes' runs priced at %.2f ms a second thinned, %.2f with every launch counted while learning", thinCost, everyCost)
 	if thinCost <= 0 || thinCost >= everyCost {
 		t.Errorf("the probes' runs priced at %.2f ms a second with the learning thinned, %.2f with every launch counted: want less, above 0", thinCost, everyCost)
+	}
+}
+
+// TestLearningGatesWaitProbes: attached to a Python loop launching enough
+// for its learning to be thinned (pipeline.py's compute mode on the
+// stand-in libraries: ~10,000 launches a second from ctypes), its Python
+// wait probes go with the learning's launch phases: they are paused
+// before the step boundary is found, by gpuprof's own debug log, and the
+// steps are found all the same.
+func TestLearningGatesWaitProbes(t *testing.T) {
+	testenv.RequireRoot(t)
+	python := testenv.EndToEndPython(t)
+	dir := testenv.Fixtures(t)
+	script := filepath.Join(testenv.Root(), "testdata", "python", "pipeline.py")
+	py := exec.Command(python, script, dir, "--mode", "compute", "--steps", "100000", "--truth", filepath.Join(t.TempDir(), "truth.jsonl"))
+	if err := py.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { py.Process.Kill(); py.Wait() })
+	time.Sleep(time.Second) // its imports and first steps: attached mid-run
+	steps := filepath.Join(t.TempDir(), "steps.jsonl")
+	cmd := exec.Command(gpuprofBin, "attach", "-q", "--pid", itoa(py.Process.Pid), "-d", "8s", "--jsonl", steps)
+	cmd.Env = append(os.Environ(), "GPUPROF_LOG=debug")
+	r := runCommand(t, cmd)
+	if r.code != 0 {
+		t.Fatalf("attach: %+v", r)
+	}
+	logLine := func(msg string) int {
+		return strings.Index(r.stderr, "msg=\""+msg+"\"")
+	}
+	learn, paused, found := logLine("launches counted part of the time while the steps are learned"), logLine("Python wait probes paused"), logLine("step boundary")
+	switch {
+	case learn < 0:
+		t.Fatalf("the learning was not thinned (no debug line of it): the loop launches too little to tell\n%s", r.stderr)
+	case !strings.Contains(r.stderr[learn:], `"python waits too"=true`):
+		t.Errorf("the learning thinned the launches but not the Python wait probes:\n%s", r.stderr)
+	case found < 0:
+		t.Errorf("no step boundary found:\n%s", r.stderr)
+	case paused < 0 || paused > found:
+		t.Errorf("the Python wait probes were not paused before the step boundary was found:\n%s", r.stderr)
+	}
+	if !strings.Contains(r.stdout, "Python waits and kernel lookups probed") {
+		t.Errorf("the summary does not say the waits were thinned while learning:\n%s", r.stdout)
+	}
+	b, _ := os.ReadFile(steps)
+	if n := strings.Count(string(b), "\n"); n < 100 {
+		t.Errorf("%d steps found in 8 s, want 100 or more", n)
 	}
 }
