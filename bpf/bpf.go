@@ -232,8 +232,8 @@ func (o *Objects) ProgramStats() []ProgramStat {
 		}
 		name := progs.Type().Field(i).Tag.Get("ebpf")
 		st := ProgramStat{Name: name, Runs: ps.RunCount, Runtime: ps.Runtime}
-		if ps := spec.Programs[name]; ps != nil {
-			st.Trap = trapOf(ps.SectionName)
+		if prog := spec.Programs[name]; prog != nil {
+			st.Trap = trapOf(prog.SectionName)
 		}
 		out = append(out, st)
 	}
