@@ -150,13 +150,15 @@ func clusters(toks []token, m matcher, byCalls bool) (ends []uint64, ivs []inter
 
 // clustersWithin is clusters, also returning the kinds of call seen inside
 // clusters (between two merged boundary calls), and how many boundary
-// calls came after a fetch with no work between (ending nothing).
+// calls came after a fetch with no work between and before work (ending
+// nothing).
 func clustersWithin(toks []token, m matcher, byCalls bool) (ends []uint64, ivs []interval, within map[key]bool, afterData int) {
 	if m.cut {
 		ends, ivs = dataCuts(toks, m, byCalls)
 		return ends, ivs, map[key]bool{}, 0
 	}
 	since, open, data := 0, false, false
+	pendingAfterData := false   // a boundary call after a fetch, ending nothing if work follows
 	others := map[key]bool{}    // kinds since the cluster began: the interval's signature
 	sinceLast := map[key]bool{} // kinds since the last boundary call
 	within = map[key]bool{}
@@ -164,7 +166,7 @@ func clustersWithin(toks []token, m matcher, byCalls bool) (ends []uint64, ivs [
 		if t.gap {
 			// Nothing is known of the work in between: the next call
 			// begins a cluster, and no interval spans the gap.
-			since, open, data = 0, false, false
+			since, open, data, pendingAfterData = 0, false, false, false
 			clear(others)
 			clear(sinceLast)
 			continue
@@ -195,10 +197,19 @@ func clustersWithin(toks []token, m matcher, byCalls bool) (ends []uint64, ivs [
 		}
 		if open && since == 0 && data {
 			// A fetch came between: this call is the next step's, and ends
-			// nothing (builder.needWork).
-			afterData++
+			// nothing (builder.needWork), if work follows it before the
+			// next boundary call. Where none does, the thread's steps show
+			// no work of their own (a stretch in which its kernels were
+			// launched elsewhere, or not at all): such a call ends its
+			// step, and counting it would have the builder pass over every
+			// boundary while launches are not counted.
+			pendingAfterData = true
 			continue
 		}
+		if pendingAfterData && since > 0 {
+			afterData++
+		}
+		pendingAfterData = pendingAfterData && since == 0
 		data = false
 		if open && since == 0 {
 			ends[len(ends)-1] = t.end
