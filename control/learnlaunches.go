@@ -22,10 +22,13 @@ import (
 // process probed little keeps everything probed, and is measured again
 // each window: a job's launches grow once training starts.
 
-// LaunchProbeCost is what one probed launch costs its thread: a
-// count-only uprobe on a `push %rbp` first instruction on the GPU host
-// (FACTS.md §2: 670 ns).
-const LaunchProbeCost = 700 * time.Nanosecond
+// LaunchProbeCost is what one probed launch costs its thread: the trap of
+// a count-only uprobe on a `push %rbp` first instruction on the GPU host
+// (FACTS.md §2: 670 ns) and launch_entry's own run, which counts by
+// kernel and reads the launch's site: 233-257 ns a run on the H200's
+// launch-bound loop (`--probe-stats`, 2026-12-03, docs/benchmark.md).
+// At 700 ns (the trap alone) the learning cost ~30% over its budget.
+const LaunchProbeCost = 900 * time.Nanosecond
 
 // ReportCost is what one Python wait or kernel lookup reported costs its
 // thread at least: an entry and a return probe and a ring-buffer event on
@@ -55,7 +58,7 @@ const rateWindow = uint64(500 * time.Millisecond)
 const minRateSpan = uint64(20 * time.Millisecond)
 
 // windowCost is the probes' cost that ends a rate window early: what
-// Config.LearnBudget of a second is (5 ms at the default 0.5%, ~7,100
+// Config.LearnBudget of a second is (5 ms at the default 0.5%, ~5,600
 // launches). 0 leaves windows their whole length.
 func (c Config) windowCost() time.Duration {
 	if c.LearnBudget <= 0 || c.LearnBudget >= 1 {
