@@ -1,0 +1,146 @@
+"""twin.py's statistics, for one run or several pooled (issue 29).
+
+  python3 testdata/gpuhost/twinstats.py RUN [RUN...]    # each twin.tgz, or its twin/ directory
+
+Every "on" window's cost is its quotient over the mean of the same
+quotient in the off windows either side of it, less one: negative, the
+attached copy was slower. The quotients:
+- twin: the attached copy's step rate over its twin's, both over the
+  window's span (its start to gpuprof's exit): the host's noise, which
+  reaches both copies at once, cancels;
+- solo: the attached copy's step rate alone, as overhead.py measures it,
+  for comparison: what the twin buys;
+- steady: the twin quotient from 3 s in to the SIGINT;
+- by second: the twin quotient over each second since the attach;
+- a counter's (perfcount.py): steps over the count, the copy's own.
+Each config's costs pooled over the runs: mean with a 95% bootstrap
+interval, median, each copy as the target apart. A config "@idle" (nothing
+attached) gives the statistic's own spread.
+"""
+import json, os, statistics, sys, tarfile, tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import benchlib  # noqa: E402
+from ovhstats import ci  # noqa: E402
+
+S = int(1e9)
+TWIN = {"A": "B", "B": "A"}
+
+
+def load(path):
+    """A run: results.json and both copies' step ends (ns)."""
+    if path.endswith((".tgz", ".tar.gz")):
+        d = tempfile.mkdtemp(prefix="twinstats")
+        with tarfile.open(path) as t:
+            t.extractall(d, filter="data")
+        path = os.path.join(d, "twin")
+    with open(os.path.join(path, "results.json")) as f:
+        run = json.load(f)
+    # Runs from before results.json named these (the day's first two).
+    run.setdefault("counted", list(run["windows"][0].get("c0", {}).get("A", {})))
+    run.setdefault("pmu", "instructions" in run["counted"])
+    run.setdefault("job", "launchbound.py")
+    run.setdefault("cpus", ["?", "?"])
+    run["ends"] = {k: [s["t_end_ns"] for s in benchlib.read_jsonl(os.path.join(path, k, "truth.jsonl"))] for k in "AB"}
+    run["path"] = path
+    return run
+
+
+def rate(run, name, a, b):
+    """Steps a second ending in [a, b] ns: their count less one over the
+    span from the first's end to the last's."""
+    e = [t for t in run["ends"][name] if a <= t <= b]
+    return (len(e) - 1) / ((e[-1] - e[0]) / 1e9) if len(e) > 2 else float("nan")
+
+
+def quotient(run, w, x, what, a, b):
+    """Window w's quotient over [a, b] ns with copy x the target."""
+    y = TWIN[x]
+    if what == "twin":
+        return rate(run, x, a, b) / rate(run, y, a, b)
+    if what == "solo":
+        return rate(run, x, a, b)
+    # A counter: steps a count over the whole window.
+    n = len([t for t in run["ends"][x] if w["t0"] <= t <= w["t1"]])
+    return n / (w["c1"][x][what] - w["c0"][x][what]) if n else float("nan")
+
+
+def cost(run, i, what, a=None, b=None):
+    w, ws = run["windows"][i], run["windows"]
+    on = quotient(run, w, w["target"], what, w["t0"] if a is None else a, w["t1"] if b is None else b)
+    offs = [quotient(run, o, w["target"], what, o["t0"] + S // 2, o["t1"] - S // 2)
+            for o in (ws[i - 1], ws[i + 1]) if o["kind"] == "off"]
+    return on / statistics.mean(offs) - 1 if offs else float("nan")
+
+
+def window_costs(run):
+    """One record per on window of the run."""
+    out = []
+    secs = int(run["args"]["on"])
+    for i, w in enumerate(run["windows"]):
+        if w["kind"] != "on":
+            continue
+        t0 = w["t0"]
+        out.append(dict(config=w["config"], target=w["target"], twin=cost(run, i, "twin"), solo=cost(run, i, "solo"),
+                        steady=cost(run, i, "twin", a=t0 + 3 * S, b=w.get("sigint", w["t1"])),
+                        seconds=[cost(run, i, "twin", a=t0 + s * S, b=t0 + (s + 1) * S) for s in range(secs)],
+                        counted={k: cost(run, i, k) for k in run["counted"]},
+                        events=w.get("events"), cpu_s=w.get("cpu_s")))
+    return out
+
+
+def fmt(xs):
+    xs = [x for x in xs if x == x]
+    if len(xs) < 2:
+        return "n/a"
+    lo, hi = ci(xs, stat=statistics.mean)
+    return f"{100 * statistics.mean(xs):+.2f}% [{100 * lo:+.2f}%, {100 * hi:+.2f}%]"
+
+
+def run_lines(run):
+    ws = run["windows"]
+    off = {k: [rate(run, k, o["t0"] + S // 2, o["t1"] - S // 2) for o in ws if o["kind"] == "off"] for k in "AB"}
+    line = (f"{run['path']}: {run['job']}; CPUs {run['cpus'][0]} and {run['cpus'][1]}; on {run['args']['on']:g} s,"
+            f" off {run['args']['off']:g} s; {sum(w['kind'] == 'on' for w in ws)} on windows; off windows' step rates: "
+            + ", ".join(f"{k} median {statistics.median(v):.1f}/s ({min(v):.1f}-{max(v):.1f})" for k, v in off.items()))
+    if len(off["A"]) > 2:
+        line += f"; their correlation {statistics.correlation(off['A'], off['B']):+.2f}"
+    return [line]
+
+
+def report(runs):
+    lines = [l for r in runs for l in run_lines(r)]
+    counted = list(dict.fromkeys(k for r in runs for k in r["counted"]))
+    if not all(r["pmu"] for r in runs):
+        lines.append("counted a step: " + ", ".join(counted) + " (no PMU on a host: no instructions or cycles)")
+    recs = [c for r in runs for c in window_costs(r)]
+    lines += ["", "negative: the attached copy slower (mean, 95% bootstrap interval)", "",
+              "| config | n | twin, full window | median | solo (no twin) | steady (3 s in) | target A | target B | "
+              + " | ".join(k + " a step" for k in counted) + " | gpuprof CPU s | events lost |",
+              "|---|---|---|---|---|---|---|---|" + "---|" * len(counted) + "---|---|"]
+    configs = list(dict.fromkeys(c["config"] for c in recs))
+    for name in configs:
+        cs = [c for c in recs if c["config"] == name]
+        twin = [c["twin"] for c in cs]
+        ev = [c["events"] for c in cs if c["events"]]
+        lost = f"{sum(l for _, l in ev)} of {sum(d for d, _ in ev)}" if ev else "-"
+        cpu = [c["cpu_s"] for c in cs if c["cpu_s"] is not None]
+        lines.append(f"| {name} | {len(cs)} | {fmt(twin)} | {100 * statistics.median(twin):+.2f}% | "
+                     f"{fmt([c['solo'] for c in cs])} | {fmt([c['steady'] for c in cs])} | "
+                     + "".join(f"{fmt([c['twin'] for c in cs if c['target'] == t])} | " for t in "AB")
+                     + "".join(f"{fmt([c['counted'].get(k, float('nan')) for c in cs])} | " for k in counted)
+                     + f"{statistics.mean(cpu) if cpu else 0:.2f} | {lost} |")
+    lines.append("")
+    for name in configs:
+        cs = [c for c in recs if c["config"] == name]
+        n = max(len(c["seconds"]) for c in cs)
+        lines.append(f"{name} by second since the attach: " + ", ".join(
+            f"{s}: {fmt([c['seconds'][s] for c in cs if s < len(c['seconds'])]).split(' [')[0]}" for s in range(n)))
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit("usage: twinstats.py RUN [RUN...]: each a twin.tgz from twin.py, or its twin/ directory")
+    print(report([load(p) for p in sys.argv[1:]]))
