@@ -9,8 +9,9 @@ import (
 // TestAfterDataNeedsWorkAfter: a boundary call after a fetch with no work
 // between ends nothing (a sync after the copy in) only where work follows
 // it before the next one. A stretch in which the step thread's steps show
-// no launches of their own (the H200 DDP rank's trace, learned from one
-// 2 s phase of such steps once launches were priced at 0.9 µs) has its
+// no launches of their own (a DDP rank's trace from the H200 pair,
+// h200x2-ranks, its boundary learned from one 2 s phase of such steps
+// once launches were priced at 0.9 µs) has its
 // readings after the fetch end its steps: taken for syncs after a copy
 // in, they had the builder pass over every step while launches were not
 // counted (4 of 140 steps found).

@@ -11,9 +11,9 @@ import (
 	"github.com/gpuprof/gpuprof/events"
 )
 
-// Counting every kernel launch puts a uprobe on each one: ~0.9 µs of
-// trap and program on the launching thread. A PyTorch step launching a few hundred
-// kernels pays more than 1% for that (measured on the H200 host), so once
+// Counting every kernel launch puts a uprobe on each one: ~0.9 µs of trap
+// and program on the launching thread. A PyTorch step launching a few
+// hundred kernels pays more than 1% for that (measured on the H200 host), so once
 // the steps are known launches are counted only part of the time: the
 // launch probes are attached for On out of every Period. Calls stay probed
 // all the time, but for device-to-device copies (below). Marker events tell
