@@ -11,10 +11,10 @@ import (
 // it before the next one. A stretch in which the step thread's steps show
 // no launches of their own (a DDP rank's trace from the H200 pair,
 // h200x2-ranks, its boundary learned from one 2 s phase of such steps
-// once launches were priced at 0.9 µs) has its
-// readings after the fetch end its steps: taken for syncs after a copy
-// in, they had the builder pass over every step while launches were not
-// counted (4 of 140 steps found).
+// once launches were priced at 0.9 µs) has its readings after the fetch
+// end its steps: taken for syncs after a copy in, they had the builder
+// pass over every step while launches were not counted (4 of 140 steps
+// found).
 func TestAfterDataNeedsWorkAfter(t *testing.T) {
 	keyFor := func(name string) key {
 		a, ok := cudaapi.ByName(name)
