@@ -24,6 +24,13 @@ def read_jsonl(path):
     return out
 
 
+def step_rate(ends):
+    """Steps a second from their end times (ns, in order): the count of
+    steps less one over the time from the first's end to the last's (nan
+    with fewer than three): no rounding to whole steps."""
+    return (len(ends) - 1) / ((ends[-1] - ends[0]) / 1e9) if len(ends) > 2 else float("nan")
+
+
 def _within(truth, ours):
     """Our steps ending inside the truth's span (its first start to its last
     end, with half a step of slack), as validate.within."""

@@ -565,7 +565,7 @@ if witness:
 
 def witness_period(a, b):
     """The witness's time a piece over [a, b) (ns), nan without one."""
-    w = step_rate(witness_ends[bisect.bisect_left(witness_ends, a):bisect.bisect_left(witness_ends, b)])
+    w = benchlib.step_rate(witness_ends[bisect.bisect_left(witness_ends, a):bisect.bisect_left(witness_ends, b)])
     return 1 / w if w > 0 else float("nan")
 
 
@@ -586,12 +586,6 @@ def field_medians(sel):
     return out
 
 
-def step_rate(ends):
-    """Steps a second: the count of steps less one over the time from the
-    first's end to the last's (nan with fewer than three)."""
-    return (len(ends) - 1) / ((ends[-1] - ends[0]) / 1e9) if len(ends) > 2 else float("nan")
-
-
 def cpu_available(steal):
     """The share of the job's CPUs' time the hypervisor left them over a
     window's steady part (1 less their steal), nan where unknown."""
@@ -608,7 +602,7 @@ def measure(skip_on):
         # detaches, which is no steady state (it is reported apart).
         a, b = a + int((skip_on if name != "off" else 0.5) * 1e9), min(b, end) - 500_000_000
         sel = [r for r in rows if a <= r["t_end_ns"] < b]
-        rate = step_rate([r["t_end_ns"] for r in sel])
+        rate = benchlib.step_rate([r["t_end_ns"] for r in sel])
         st = statistics.median(r["step_time"] for r in sel) if sel else float("nan")
         compute = [r["compute_time"] for r in sel if isinstance(r.get("compute_time"), (int, float))]
         stats.append((name, rate, st, field_medians(sel), statistics.fmean(compute) if compute else float("nan"),
@@ -844,7 +838,7 @@ def profile(name, slope=None, col=2, bin_s=1.0):
         for k in range(int((ends[i] - a) / 1e9 / bin_s)):
             lo, hi = a + int(k * bin_s * 1e9), a + int((k + 1) * bin_s * 1e9)
             in_bin = [r for r in sel if lo <= r["t_end_ns"] < hi]
-            rate = step_rate([r["t_end_ns"] for r in in_bin])
+            rate = benchlib.step_rate([r["t_end_ns"] for r in in_bin])
             if rate != rate:
                 continue
             x = rate / off

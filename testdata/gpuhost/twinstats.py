@@ -29,29 +29,33 @@ TWIN = {"A": "B", "B": "A"}
 
 
 def load(path):
-    """A run: results.json and both copies' step ends (ns)."""
+    """A run: results.json and both copies' step ends (ns), from a
+    twin.tgz (unpacked to a directory removed after) or its twin/ directory."""
     if path.endswith((".tgz", ".tar.gz")):
-        d = tempfile.mkdtemp(prefix="twinstats")
-        with tarfile.open(path) as t:
+        with tempfile.TemporaryDirectory(prefix="twinstats") as d, tarfile.open(path) as t:
             t.extractall(d, filter="data")
-        path = os.path.join(d, "twin")
-    with open(os.path.join(path, "results.json")) as f:
-        run = json.load(f)
-    # Runs from before results.json named these (the day's first two).
-    run.setdefault("counted", list(run["windows"][0].get("c0", {}).get("A", {})))
-    run.setdefault("pmu", "instructions" in run["counted"])
-    run.setdefault("job", "launchbound.py")
-    run.setdefault("cpus", ["?", "?"])
-    run["ends"] = {k: [s["t_end_ns"] for s in benchlib.read_jsonl(os.path.join(path, k, "truth.jsonl"))] for k in "AB"}
+            run = read_run(os.path.join(d, "twin"))
+    else:
+        run = read_run(path)
     run["path"] = path
     return run
 
 
+def read_run(d):
+    with open(os.path.join(d, "results.json")) as f:
+        run = json.load(f)
+    # The day's first two runs' results.json did not name these.
+    run.setdefault("counted", list(run["windows"][0].get("c0", {}).get("A", {})))
+    run.setdefault("pmu", "instructions" in run["counted"])
+    run.setdefault("job", "launchbound.py")
+    run.setdefault("cpus", ["?", "?"])
+    run["ends"] = {k: [s["t_end_ns"] for s in benchlib.read_jsonl(os.path.join(d, k, "truth.jsonl"))] for k in "AB"}
+    return run
+
+
 def rate(run, name, a, b):
-    """Steps a second ending in [a, b] ns: their count less one over the
-    span from the first's end to the last's."""
-    e = [t for t in run["ends"][name] if a <= t <= b]
-    return (len(e) - 1) / ((e[-1] - e[0]) / 1e9) if len(e) > 2 else float("nan")
+    """Steps a second of copy name ending in [a, b] ns."""
+    return benchlib.step_rate([t for t in run["ends"][name] if a <= t <= b])
 
 
 def quotient(run, w, x, what, a, b):
