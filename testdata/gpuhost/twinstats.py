@@ -2,9 +2,17 @@
 
   python3 testdata/gpuhost/twinstats.py RUN [RUN...]    # each twin.tgz, or its twin/ directory
 
-Every "on" window's cost is its quotient over the mean of the same
-quotient in the off windows either side of it, less one: negative, the
-attached copy was slower. The quotients:
+Every "on" window's cost is its quotient over a baseline, less one:
+negative, the attached copy was slower. The baseline is the mean of the
+same quotient over all the run's off windows ("run's off windows"), or
+over the two either side of the window ("adjacent"). The twin quotient's
+noise is short: per second its autocorrelation is ~0.4 at 1 s and ~0 from
+5-10 s on (each run's line says), and its slow drift is what the twin
+cancels; so the run's ~20 off windows estimate the copies' ratio with
+little noise of their own where the two adjacent 4 s ones add theirs
+(a window's sd 4.6% against 6.3% on 2026-12-03's 46 windows). The
+solo rate drifts (its autocorrelation at 10 s up to 0.2) and keeps the
+adjacent baseline. The quotients:
 - twin: the attached copy's step rate over its twin's, both over the
   window's span (its start to gpuprof's exit): the host's noise, which
   reaches both copies at once, cancels;
@@ -70,11 +78,20 @@ def quotient(run, w, x, what, a, b):
     return n / (w["c1"][x][what] - w["c0"][x][what]) if n else float("nan")
 
 
-def cost(run, i, what, a=None, b=None):
+def off_quotient(run, o, x, what):
+    """Off window o's quotient with copy x the target, half a second in
+    from each end (an attach's detach, a window's start, kept out)."""
+    return quotient(run, o, x, what, o["t0"] + S // 2, o["t1"] - S // 2)
+
+
+def cost(run, i, what, a=None, b=None, baseline="adjacent"):
+    """On window i's cost against its baseline: "adjacent" (the off
+    windows either side) or "run" (all the run's off windows)."""
     w, ws = run["windows"][i], run["windows"]
     on = quotient(run, w, w["target"], what, w["t0"] if a is None else a, w["t1"] if b is None else b)
-    offs = [quotient(run, o, w["target"], what, o["t0"] + S // 2, o["t1"] - S // 2)
-            for o in (ws[i - 1], ws[i + 1]) if o["kind"] == "off"]
+    around = ws if baseline == "run" else (ws[i - 1], ws[i + 1])
+    offs = [off_quotient(run, o, w["target"], what) for o in around if o["kind"] == "off"]
+    offs = [q for q in offs if q == q]
     return on / statistics.mean(offs) - 1 if offs else float("nan")
 
 
@@ -86,9 +103,11 @@ def window_costs(run):
         if w["kind"] != "on":
             continue
         t0 = w["t0"]
-        out.append(dict(config=w["config"], target=w["target"], twin=cost(run, i, "twin"), solo=cost(run, i, "solo"),
-                        steady=cost(run, i, "twin", a=t0 + 3 * S, b=w.get("sigint", w["t1"])),
-                        seconds=[cost(run, i, "twin", a=t0 + s * S, b=t0 + (s + 1) * S) for s in range(secs)],
+        out.append(dict(config=w["config"], target=w["target"], twin=cost(run, i, "twin", baseline="run"),
+                        adjacent=cost(run, i, "twin"), solo=cost(run, i, "solo"),
+                        steady=cost(run, i, "twin", a=t0 + 3 * S, b=w.get("sigint", w["t1"]), baseline="run"),
+                        seconds=[cost(run, i, "twin", a=t0 + s * S, b=t0 + (s + 1) * S, baseline="run")
+                                 for s in range(secs)],
                         counted={k: cost(run, i, k) for k in run["counted"]},
                         events=w.get("events"), cpu_s=w.get("cpu_s")))
     return out
@@ -110,7 +129,18 @@ def run_lines(run):
             + ", ".join(f"{k} median {statistics.median(v):.1f}/s ({min(v):.1f}-{max(v):.1f})" for k, v in off.items()))
     if len(off["A"]) > 2:
         line += f"; their correlation {statistics.correlation(off['A'], off['B']):+.2f}"
+    q = [rate(run, "A", t, t + S) / rate(run, "B", t, t + S) for t in range(ws[0]["t0"], ws[-1]["t1"] - S, S)]
+    q = [x for x in q if x == x]
+    if len(q) > 40:
+        line += "; the twin quotient's autocorrelation a second apart " + ", ".join(
+            f"{k} s {autocorrelation(q, k):+.2f}" for k in (1, 5, 10))
     return [line]
+
+
+def autocorrelation(xs, lag):
+    m = statistics.mean(xs)
+    var = sum((x - m) ** 2 for x in xs)
+    return sum((xs[i] - m) * (xs[i + lag] - m) for i in range(len(xs) - lag)) / var
 
 
 def report(runs):
@@ -119,10 +149,11 @@ def report(runs):
     if not all(r["pmu"] for r in runs):
         lines.append("counted a step: " + ", ".join(counted) + " (no PMU on a host: no instructions or cycles)")
     recs = [c for r in runs for c in window_costs(r)]
-    lines += ["", "negative: the attached copy slower (mean, 95% bootstrap interval)", "",
-              "| config | n | twin, full window | median | solo (no twin) | steady (3 s in) | target A | target B | "
-              + " | ".join(k + " a step" for k in counted) + " | gpuprof CPU s | events lost |",
-              "|---|---|---|---|---|---|---|---|" + "---|" * len(counted) + "---|---|"]
+    lines += ["", "negative: the attached copy slower (mean, 95% bootstrap interval);"
+              " twin and steady against the run's off windows, the others against the adjacent ones", "",
+              "| config | n | twin, full window | median | twin, adjacent off windows | solo (no twin) | steady (3 s in)"
+              " | target A | target B | " + " | ".join(k + " a step" for k in counted) + " | gpuprof CPU s | events lost |",
+              "|---|---|---|---|---|---|---|---|---|" + "---|" * len(counted) + "---|---|"]
     configs = list(dict.fromkeys(c["config"] for c in recs))
     for name in configs:
         cs = [c for c in recs if c["config"] == name]
@@ -131,7 +162,7 @@ def report(runs):
         lost = f"{sum(l for _, l in ev)} of {sum(d for d, _ in ev)}" if ev else "-"
         cpu = [c["cpu_s"] for c in cs if c["cpu_s"] is not None]
         lines.append(f"| {name} | {len(cs)} | {fmt(twin)} | {100 * statistics.median(twin):+.2f}% | "
-                     f"{fmt([c['solo'] for c in cs])} | {fmt([c['steady'] for c in cs])} | "
+                     f"{fmt([c['adjacent'] for c in cs])} | {fmt([c['solo'] for c in cs])} | {fmt([c['steady'] for c in cs])} | "
                      + "".join(f"{fmt([c['twin'] for c in cs if c['target'] == t])} | " for t in "AB")
                      + "".join(f"{fmt([c['counted'].get(k, float('nan')) for c in cs])} | " for k in counted)
                      + f"{statistics.mean(cpu) if cpu else 0:.2f} | {lost} |")
