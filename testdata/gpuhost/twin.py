@@ -6,8 +6,8 @@ against a twin of the job that runs beside it (issue 29).
       [--budget S] [--fake]
 
 (default: 6 rounds of gpuprof's default flags, an idle control, gpuprof
-again: 18 windows, ~300 s). A config named twice is measured twice a
-round.
+again: 18 windows, ~300 s; a warm machine's 600 s call fits 34 windows
+at --budget 555). A config named twice is measured twice a round.
 
 Two copies of one job (default testdata/gpuhost/launchbound.py) run at
 once, each on its own half of the host's physical cores. Each "on" window
@@ -21,7 +21,15 @@ over the window divided by its twin's over the same span, against the
 same quotient in the off windows either side, is the attach's cost with
 that noise cancelled: the twin is a control measured in the same seconds,
 not in the window before. A config "@idle" attaches nothing: its spread
-is the statistic's own. Each window also counts the copies' CPU work
+is the statistic's own. gpuprof runs on the attached copy's CPUs, as on
+a host that is the job's: its own work (reading the ring buffers,
+symbols, NVML) then slows the copy it watches, not the twin, which
+stays a control. Unpinned (until 2026-12-03's seventh run) it ran
+where the scheduler put it, and in each run one copy came out 2-4%
+slower in the on windows whichever was attached (docs/benchmark.md). A
+config whose flags begin "@on-twin" runs gpuprof on the twin's CPUs
+instead: the twin then pays gpuprof's own work, the attached copy only
+its probes, and the two configs' difference splits the cost. Each window also counts the copies' CPU work
 (perfcount.py: instructions and cycles where the host has a PMU, the
 task clock always), sampled at every window's start and end.
 
@@ -50,7 +58,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--windows", type=int, default=6, help="rounds of the configs")
 ap.add_argument("--on", type=float, default=10.0, help="on window, seconds")
 ap.add_argument("--off", type=float, default=5.0, help="off window, seconds")
-ap.add_argument("--config", action="append", default=[], help="NAME=FLAGS (gpuprof attach flags, or @idle)")
+ap.add_argument("--config", action="append", default=[], help="NAME=FLAGS: gpuprof attach flags; @idle attaches nothing; \"@on-twin FLAGS\" runs gpuprof on the twin's CPUs")
 ap.add_argument("--job", default="", help="the job's command; {py} the interpreter, {out} its directory")
 ap.add_argument("--warm", type=int, default=200, help="steps both copies train before the first window")
 ap.add_argument("--budget", type=float, default=0, help="seconds: no window starts that would end past it")
@@ -146,12 +154,17 @@ def on_window(name, flags, target):
         w.update(t1=time.monotonic_ns(), c1=counts())
         windows.append(w)
         return
+    runs_on = target
+    if flags[:1] == ["@on-twin"]:
+        flags, runs_on = flags[1:], next(c for c in copies if c is not target)
+    w["gpuprof_cpus"] = runs_on["cpus"]
     base = os.path.join(res, f"w{len(windows):03d}-{name}-{target['name']}")
     cmd = [args.gpuprof, "attach", "--pid", str(target["pid"]), "-d", f"{args.on + 120:g}s", "-q",
            "--jsonl", base + ".jsonl"] + flags
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(base + ".out", "w") as out, open(base + ".log", "w") as log:
-        r = subprocess.Popen(cmd, stdout=out, stderr=log, env=dict(os.environ, GPUPROF_LOG="debug"))
+        r = subprocess.Popen(cmd, stdout=out, stderr=log, env=dict(os.environ, GPUPROF_LOG="debug"),
+                             preexec_fn=lambda cpus=set(runs_on["cpus"]): os.sched_setaffinity(0, cpus))
     time.sleep(max(0.0, t0 / 1e9 + args.on - time.monotonic()))
     w["sigint"] = time.monotonic_ns()
     if r.poll() is None:
