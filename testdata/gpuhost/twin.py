@@ -41,7 +41,8 @@ twinstats.py has the statistics (the twin quotient, the copy's own "solo"
 one for comparison, steady, by second, the counters), for this run on
 stdout and for several pooled (`twinstats.py RUN.tgz...`). Everything
 (truth logs, gpuprof's logs, summaries and --jsonl, results.json, the
-table) goes to $OUT/twin.tgz.
+table; with --self-profile gpuprof's profiles of itself, for `go tool
+pprof bin/gpuprof`) goes to $OUT/twin.tgz.
 
 --fake runs benchfake/fakejob.py as the job: a dry run of the control
 flow on a machine without torch or a GPU.
@@ -64,6 +65,8 @@ ap.add_argument("--warm", type=int, default=200, help="steps both copies train b
 ap.add_argument("--budget", type=float, default=0, help="seconds: no window starts that would end past it")
 ap.add_argument("--gpuprof", default=os.environ.get("GPUPROF", "bin/gpuprof"))
 ap.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
+ap.add_argument("--self-profile", action="store_true",
+                help="gpuprof's own CPU and heap profiles of each window (GPUPROF_SELF_PROFILE) into the run's wNNN-*.pprof/")
 ap.add_argument("--fake", action="store_true")
 args = ap.parse_args()
 start = time.monotonic()
@@ -163,7 +166,10 @@ def on_window(name, flags, target):
            "--jsonl", base + ".jsonl"] + flags
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(base + ".out", "w") as out, open(base + ".log", "w") as log:
-        r = subprocess.Popen(cmd, stdout=out, stderr=log, env=dict(os.environ, GPUPROF_LOG="debug"),
+        env = dict(os.environ, GPUPROF_LOG="debug")
+        if args.self_profile:
+            env["GPUPROF_SELF_PROFILE"] = base + ".pprof"
+        r = subprocess.Popen(cmd, stdout=out, stderr=log, env=env,
                              preexec_fn=lambda cpus=set(runs_on["cpus"]): os.sched_setaffinity(0, cpus))
     time.sleep(max(0.0, t0 / 1e9 + args.on - time.monotonic()))
     w["sigint"] = time.monotonic_ns()
