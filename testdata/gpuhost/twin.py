@@ -31,7 +31,8 @@ config whose flags begin "@on-twin" runs gpuprof on the twin's CPUs
 instead: the twin then pays gpuprof's own work, the attached copy only
 its probes, and the two configs' difference splits the cost. Each window also counts the copies' CPU work
 (perfcount.py: instructions and cycles where the host has a PMU, the
-task clock always), sampled at every window's start and end.
+task clock always) and the time the hypervisor stole from each copy's
+CPUs (/proc/stat), sampled at every window's start and end.
 
 Both copies share the GPU; a launch-bound loop's kernels leave it idle
 most of the time, and the off windows' rates say what each copy ran at
@@ -139,8 +140,16 @@ windows = []  # dict(kind=off|on, config, target, t0, t1 in monotonic ns, c0, c1
 counters = {c["name"]: perfcount.ThreadCounters(c["pid"]) for c in copies}
 
 
+def steal_ticks(cpus):
+    """The time (USER_HZ ticks) the hypervisor ran something else on
+    these CPUs, from /proc/stat: a window's noise that is the host's."""
+    with open("/proc/stat") as f:
+        rows = [l.split() for l in f if l.startswith("cpu") and l[3].isdigit()]
+    return sum(int(r[8]) for r in rows if int(r[0][3:]) in cpus and len(r) > 8)
+
+
 def counts():
-    return {k: c.read() for k, c in counters.items()}
+    return {c["name"]: dict(counters[c["name"]].read(), steal_ticks=steal_ticks(set(c["cpus"]))) for c in copies}
 
 
 def off_window():
@@ -206,7 +215,7 @@ for c in copies:
 kinds = list(counters["A"].events)
 with open(os.path.join(res, "results.json"), "w") as f:
     json.dump(dict(args=vars(args), job=job.format(py="python3", out="DIR"), cpus=[c["cpus"] for c in copies],
-                   counted=kinds, pmu=perfcount.has_pmu(), windows=windows), f)
+                   counted=kinds, pmu=perfcount.has_pmu(), user_hz=os.sysconf("SC_CLK_TCK"), windows=windows), f)
 table = twinstats.report([twinstats.load(res)])
 print(table)
 with open(os.path.join(res, "table.md"), "w") as f:

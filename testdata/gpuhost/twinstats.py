@@ -134,6 +134,27 @@ def run_lines(run):
     if len(q) > 40:
         line += "; the twin quotient's autocorrelation a second apart " + ", ".join(
             f"{k} s {autocorrelation(q, k):+.2f}" for k in (1, 5, 10))
+    return [line] + steal_lines(run)
+
+
+def steal_lines(run):
+    """The hypervisor's steal on each copy's CPUs (twin.py since
+    2026-12-03's seventh run), and how the windows' twin quotient moved
+    with the copies' difference in it."""
+    ws = [w for w in run["windows"] if "steal_ticks" in w["c0"]["A"]]
+    if len(ws) < 3:
+        return []
+    hz = run.get("user_hz", 100)
+
+    def stolen(w, k):  # CPU-seconds stolen a second of the window
+        return (w["c1"][k]["steal_ticks"] - w["c0"][k]["steal_ticks"]) / hz / ((w["t1"] - w["t0"]) / S)
+
+    q = [rate(run, "A", w["t0"], w["t1"]) / rate(run, "B", w["t0"], w["t1"]) for w in ws]
+    d = [stolen(w, "A") - stolen(w, "B") for w in ws]
+    line = "  steal on the copies' CPUs: " + ", ".join(
+        f"{k} {100 * statistics.mean(stolen(w, k) for w in ws):.2f}% of a CPU" for k in "AB")
+    if len(set(d)) > 1 and len(set(q)) > 1:
+        line += f"; the windows' A/B quotient against A's steal less B's: correlation {statistics.correlation(q, d):+.2f}"
     return [line]
 
 
