@@ -205,15 +205,18 @@ func TestGPUsFollowsLateProcesses(t *testing.T) {
 		cmd.Wait()
 		t.Fatalf("attach --gpus with no process yet ended: %s", errb.String())
 	}
-	first := testenv.StartDemo(t, "--steps", "500", "--start-delay", "0.3")
+	first := testenv.StartDemo(t, "--steps", "100000", "--start-delay", "0.3")
 	if err := os.WriteFile(pidsFile, []byte(itoa(first.PID())), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// The late one starts once gpuprof has the first's steps (its jsonl
-	// has lines), not after a fixed wait; the first runs on long enough
-	// (500 steps, ~5 s) for gpuprof to find the late one before it ends. It is found only at gpuprof's
-	// next look at the GPUs' processes, then learned: 200 steps leave
-	// room over the floor below (120 gave 37 and 48 on a loaded machine).
+	// has lines), not after a fixed wait, and the first runs until the
+	// late one has ended: gpuprof, which ends when all its targets have,
+	// must find the late one while the first runs, whatever the machine's
+	// load (a first of 500 steps, ~5 s, ended before it on a loaded dev
+	// VM). The late one is found only at gpuprof's next look at the GPUs'
+	// processes, then learned: 200 steps leave room over the floor below
+	// (120 gave 37 and 48 on a loaded machine).
 	if n := waitForLines(steps, 1, 10*time.Second, nil); n == 0 {
 		t.Fatalf("no step of the first process in 10 s:\n%s", errb.String())
 	}
@@ -221,8 +224,8 @@ func TestGPUsFollowsLateProcesses(t *testing.T) {
 	if err := os.WriteFile(pidsFile, []byte(itoa(first.PID())+","+itoa(late.PID())), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	first.Wait(t, 10*time.Second)
 	late.Wait(t, 10*time.Second)
+	first.Stop(t)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("attach: %v\n%s", err, errb.String())
 	}

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -124,6 +125,18 @@ func (d *Demo) Wait(t testing.TB, within time.Duration) {
 		}
 	case <-time.After(within):
 		t.Fatalf("demo-trainer did not finish within %v", within)
+	}
+}
+
+// Stop ends a demo that is still running (SIGTERM) and waits for it,
+// whatever it exits with: for a test that decides when a long demo ends.
+func (d *Demo) Stop(t testing.TB) {
+	t.Helper()
+	d.Cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("demo-trainer did not end within 10 s of SIGTERM")
 	}
 }
 
