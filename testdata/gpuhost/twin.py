@@ -16,23 +16,25 @@ attaches gpuprof afresh to one of them, in turn, for --on seconds
 learning and detach inside it), then --off seconds with nothing
 attached. The day's noise on this host (neighbouring 10 s windows of one
 job 14% apart, docs/benchmark.md) is the host's: its CPUs' speed, other
-tenants. It reaches both copies at once, so the attached copy's step rate
-over the window divided by its twin's over the same span, against the
-same quotient in the off windows either side, is the attach's cost with
-that noise cancelled: the twin is a control measured in the same seconds,
-not in the window before. A config "@idle" attaches nothing: its spread
-is the statistic's own. gpuprof runs on the attached copy's CPUs, as on
-a host that is the job's: its own work (reading the ring buffers,
-symbols, NVML) then slows the copy it watches, not the twin, which
-stays a control. Unpinned (until 2026-12-03's seventh run) it ran
-where the scheduler put it, and in each run one copy came out 2-4%
-slower in the on windows whichever was attached (docs/benchmark.md). A
-config whose flags begin "@on-twin" runs gpuprof on the twin's CPUs
-instead: the twin then pays gpuprof's own work, the attached copy only
-its probes, and the two configs' difference splits the cost. Each window also counts the copies' CPU work
-(perfcount.py: instructions and cycles where the host has a PMU, the
-task clock always) and the time the hypervisor stole from each copy's
-CPUs (/proc/stat), sampled at every window's start and end.
+tenants. What of it reaches both copies at once cancels in the attached
+copy's step rate over the window divided by its twin's over the same
+span; against the same quotient in the run's off windows (twinstats.py
+says why those), that is the attach's cost: the twin is a control
+measured in the same seconds, not in the window before. A config
+"@idle" attaches nothing: its spread is the statistic's own.
+
+gpuprof runs on the attached copy's CPUs, as on a host that is the
+job's: its own work (reading the ring buffers, symbols, NVML) then slows
+the copy it watches, not the twin, which stays a control. Unpinned
+(until 2026-12-03's seventh run) it ran where the scheduler put it, and
+in a run one copy came out up to ~3% slower than the other in the on
+windows, whichever was attached (docs/benchmark.md). A config whose
+flags begin "@on-twin" runs gpuprof on the twin's CPUs instead: the twin
+then pays gpuprof's own work, the attached copy only its probes, and the
+two configs' difference splits the cost. Each window also counts the
+copies' CPU work (perfcount.py: instructions and cycles where the host
+has a PMU, the task clock always) and the time the hypervisor stole from
+each copy's CPUs (/proc/stat), sampled at every window's start and end.
 
 Both copies share the GPU; a launch-bound loop's kernels leave it idle
 most of the time, and the off windows' rates say what each copy ran at
