@@ -16,11 +16,18 @@ import (
 // the packages' init: `GODEBUG=inittrace=1`), paid at each link closed
 // mid-session, while gpuprof's CPU in the first seconds of an attach is
 // what those seconds cost the job on the GPU host (docs/benchmark.md).
-// closerELF is that program as a 28-byte x86-64 executable, run from a
-// sealed memfd: read standard input until it ends, then exit_group(0).
+// closerELF is that program as a 48-byte x86-64 executable, run from a
+// sealed memfd: write one byte to standard output (it runs: its exec is
+// done, releaser_closer.go says why that matters), read standard input
+// until it ends, then exit_group(0).
 // Where a memfd cannot be executed (vm.memfd_noexec=2, a security
 // module), the gpuprof binary is the closer (runCloser).
 var closerCode = []byte{
+	0xb8, 0x01, 0x00, 0x00, 0x00, // mov eax, 1   write(
+	0xbf, 0x01, 0x00, 0x00, 0x00, // mov edi, 1     1,
+	0x48, 0x89, 0xe6, // mov rsi, rsp           the stack's top (argc's low byte),
+	0xba, 0x01, 0x00, 0x00, 0x00, // mov edx, 1     1)
+	0x0f, 0x05, //       syscall
 	0x31, 0xc0, // loop: xor eax, eax         read(
 	0x31, 0xff, //       xor edi, edi           0,
 	0x48, 0x89, 0xe6, // mov rsi, rsp           the stack's top (argc, argv: not needed),

@@ -1,6 +1,7 @@
 package probes
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -37,9 +38,11 @@ const closerEnv = "GPUPROF_LINK_CLOSER"
 // BenchmarkCloser).
 const maxClosers = 16
 
-// runCloser is a closer's main: it holds the links it was started with
-// (its files from 3 on) until its standard input ends, then exits.
+// runCloser is a closer's main: it says it runs (a byte on standard
+// output), holds the links it was started with (its files from 3 on)
+// until its standard input ends, then exits.
 func runCloser() int {
+	os.Stdout.Write([]byte{1})
 	io.Copy(io.Discard, os.Stdin)
 	return 0
 }
@@ -64,10 +67,37 @@ func closeByExit(fds []int) {
 // of own copies hold it shared, a closer's start alone.
 var spawning sync.RWMutex
 
-func startCloser(cmd *exec.Cmd) error {
+// startCloser starts a closer and returns once it runs (a variable: a
+// test makes it fail). Not once it has exec'd, as cmd.Start returns: the
+// child, forked with a copy of every file of the releaser's, drops the
+// copies its exec closes later, on its way back to user mode, and a
+// batch that dropped its own copies meanwhile left the last references
+// there, where the child's SIGKILL from a killed cgroup, still pending,
+// cut their probes' removal short ("failed to unregister, leaking
+// uprobe" from the closers, named by their memfd's descriptor: 2 of 3
+// runs of TestKillingGpuprofsCgroupLeavesTargetAsItWas, 2026-12-03). The
+// closer's first act is a byte on its standard output: by then its
+// exec's closes are done, and until then no batch drops its copies.
+var startCloser = func(cmd *exec.Cmd) error {
+	ready, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer ready.Close()
+	cmd.Stdout = w
 	spawning.Lock()
 	defer spawning.Unlock()
-	return cmd.Start() // returns once the child has exec'd
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		return err
+	}
+	if _, err := ready.Read(make([]byte, 1)); err != nil {
+		// Died before it ran (killed at birth): its exit dropped its copies.
+		cmd.Wait()
+		return fmt.Errorf("the closer ended before it ran: %w", err)
+	}
+	return nil
 }
 
 // dropOwnCopies runs drop, which closes the releaser's own copies of
@@ -76,6 +106,19 @@ func dropOwnCopies(drop func()) {
 	spawning.RLock()
 	defer spawning.RUnlock()
 	drop()
+}
+
+// keptForExit holds the link files no closer could take: the
+// releaser's exit drops them, where no fatal signal gets in the way.
+var keptForExit struct {
+	sync.Mutex
+	files []*os.File
+}
+
+func keepForExit(files []*os.File) {
+	keptForExit.Lock()
+	keptForExit.files = append(keptForExit.files, files...)
+	keptForExit.Unlock()
 }
 
 // closerCmd is a closer reading in and holding files: closerELF where
@@ -117,8 +160,19 @@ func closeInCloser(fds []int) {
 	}
 	r.Close()
 	if err != nil {
+		// Ours are the last references, and a close here is what the
+		// closers are for: a closer fails to start when gpuprof's cgroup
+		// is being killed (its children die at birth), and a close in
+		// place then ran into the releaser's own SIGKILL (the kernel's
+		// "failed to unregister, leaking uprobe" from the releaser's
+		// threads, whose name stays "exe", and int3s in the demo's
+		// libcuda: 1 of 6 kills as the target's links went, 2026-12-03).
+		// Kept instead, they go with the releaser's exit, when gpuprof
+		// does, with their probes attached until then.
 		w.Close()
-		return // ours are the last references: closed in place
+		keepForExit(files)
+		files = nil
+		return
 	}
 	dropOwnCopies(func() {
 		for _, f := range files {

@@ -1,11 +1,15 @@
 package probes
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestCloserHoldsFilesUntilItsInputEnds: a closer (closerELF where a
@@ -56,8 +60,9 @@ func TestCloserHoldsFilesUntilItsInputEnds(t *testing.T) {
 	}
 }
 
-// BenchmarkCloser is what a closer costs to start and end: the CPU
-// paid for each link closed mid-session.
+// BenchmarkCloser is what a closer costs to start (until it runs, as
+// startCloser waits) and end: the CPU paid for each link closed
+// mid-session.
 func BenchmarkCloser(b *testing.B) {
 	for _, name := range []string{"elf", "gpuprof binary"} {
 		b.Run(name, func(b *testing.B) {
@@ -73,7 +78,7 @@ func BenchmarkCloser(b *testing.B) {
 				if name != "elf" {
 					cmd = binaryCloserCmd(in, nil)
 				}
-				if err := cmd.Start(); err != nil {
+				if err := startCloser(cmd); err != nil {
 					b.Fatal(err)
 				}
 				in.Close()
@@ -81,5 +86,47 @@ func BenchmarkCloser(b *testing.B) {
 				cmd.Wait()
 			}
 		})
+	}
+}
+
+// TestNoCloserKeepsTheFiles: where no closer can start (gpuprof's cgroup
+// being killed kills its children at birth), the releaser does not close
+// what may be a link's last reference itself, in a close a SIGKILL can
+// cut short: it keeps the files for its own exit.
+func TestNoCloserKeepsTheFiles(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	saved := startCloser
+	startCloser = func(*exec.Cmd) error { return errors.New("killed at birth") }
+	t.Cleanup(func() {
+		startCloser = saved
+		keptForExit.Lock()
+		for _, f := range keptForExit.files {
+			f.Close()
+		}
+		keptForExit.files = nil
+		keptForExit.Unlock()
+	})
+	fd, err := unix.Dup(int(w.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	closeInCloser([]int{fd})
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
+		t.Fatalf("the file was closed (%v), want it kept for the releaser's exit", err)
+	}
+	keptForExit.Lock()
+	n := len(keptForExit.files)
+	keptForExit.Unlock()
+	if n != 1 {
+		t.Errorf("%d files kept for the exit, want 1", n)
+	}
+	r.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if _, err := r.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("the pipe's reader got %v, want no end: its writer kept open", err)
 	}
 }
