@@ -25,7 +25,7 @@ Each config's costs pooled over the runs: mean with a 95% bootstrap
 interval, median, each copy as the target apart. A config "@idle" (nothing
 attached) gives the statistic's own spread.
 """
-import json, os, statistics, sys, tarfile, tempfile
+import bisect, json, os, statistics, sys, tarfile, tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -62,8 +62,10 @@ def read_run(d):
 
 
 def rate(run, name, a, b):
-    """Steps a second of copy name ending in [a, b] ns."""
-    return benchlib.step_rate([t for t in run["ends"][name] if a <= t <= b])
+    """Steps a second of copy name ending in [a, b] ns (the ends are in
+    order: a slice of them, found by bisection)."""
+    ends = run["ends"][name]
+    return benchlib.step_rate(ends[bisect.bisect_left(ends, a):bisect.bisect_right(ends, b)])
 
 
 def quotient(run, w, x, what, a, b):
@@ -89,10 +91,25 @@ def cost(run, i, what, a=None, b=None, baseline="adjacent"):
     windows either side) or "run" (all the run's off windows)."""
     w, ws = run["windows"][i], run["windows"]
     on = quotient(run, w, w["target"], what, w["t0"] if a is None else a, w["t1"] if b is None else b)
-    around = ws if baseline == "run" else (ws[i - 1], ws[i + 1])
-    offs = [off_quotient(run, o, w["target"], what) for o in around if o["kind"] == "off"]
-    offs = [q for q in offs if q == q]
-    return on / statistics.mean(offs) - 1 if offs else float("nan")
+    if baseline == "run":
+        base = run_baseline(run, w["target"], what)
+    else:
+        offs = [off_quotient(run, o, w["target"], what) for o in (ws[i - 1], ws[i + 1]) if o["kind"] == "off"]
+        offs = [q for q in offs if q == q]
+        base = statistics.mean(offs) if offs else float("nan")
+    return on / base - 1
+
+
+def run_baseline(run, x, what):
+    """The mean of the quotient over all the run's off windows, copy x the
+    target: the same for each of its windows, so worked out once."""
+    key = (x, what)
+    cache = run.setdefault("baselines", {})
+    if key not in cache:
+        offs = [off_quotient(run, o, x, what) for o in run["windows"] if o["kind"] == "off"]
+        offs = [q for q in offs if q == q]
+        cache[key] = statistics.mean(offs) if offs else float("nan")
+    return cache[key]
 
 
 def window_costs(run):
@@ -141,7 +158,7 @@ def steal_lines(run):
     """The hypervisor's steal on each copy's CPUs (twin.py since
     2026-12-03's seventh run), and how the windows' twin quotient moved
     with the copies' difference in it."""
-    ws = [w for w in run["windows"] if "steal_ticks" in w["c0"]["A"]]
+    ws = [w for w in run["windows"] if "steal_ticks" in w.get("c0", {}).get("A", {})]
     if len(ws) < 3:
         return []
     hz = run.get("user_hz", 100)
