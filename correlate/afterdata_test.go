@@ -1,10 +1,6 @@
 package correlate
 
-import (
-	"testing"
-
-	"github.com/gpuprof/gpuprof/cudaapi"
-)
+import "testing"
 
 // TestAfterDataNeedsWorkAfter: a boundary call after a fetch with no work
 // between ends nothing (a sync after the copy in) only where work follows
@@ -16,13 +12,7 @@ import (
 // pass over every step while launches were not counted (4 of 140 steps
 // found).
 func TestAfterDataNeedsWorkAfter(t *testing.T) {
-	keyFor := func(name string) key {
-		a, ok := cudaapi.ByName(name)
-		if !ok {
-			t.Fatalf("no API %s", name)
-		}
-		return keyOf(a, nil)
-	}
+	keyFor := func(name string) key { return keyOf(apiNamed(t, name), nil) }
 	sync, copyIn := keyFor("cudaStreamSynchronize"), keyFor("cuMemcpyHtoDAsync_v2")
 	m := matcher{key: sync}
 	var end uint64

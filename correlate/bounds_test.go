@@ -4,16 +4,12 @@ import (
 	"math"
 	"testing"
 
-	"github.com/gpuprof/gpuprof/cudaapi"
 	"github.com/gpuprof/gpuprof/events"
 )
 
 func recordCall(t *testing.T, tid uint32, at, handle uint64) events.Event {
 	t.Helper()
-	a, ok := cudaapi.ByName("cuEventRecord")
-	if !ok {
-		t.Fatal("no cuEventRecord")
-	}
+	a := apiNamed(t, "cuEventRecord")
 	return events.Event{Kind: events.KindCall, API: a.ID, PID: 7, TID: tid, Start: at, End: at, Args: [5]uint64{handle}}
 }
 

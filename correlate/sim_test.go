@@ -37,13 +37,21 @@ func (th *thread) launch(n int, each uint64) {
 	}
 }
 
-// call makes one CUDA call lasting dur ns with the given arguments.
-func (th *thread) call(t testing.TB, name string, dur uint64, args ...uint64) *events.Event {
+// apiNamed is the CUDA API of that name; the test fails where there is
+// none.
+func apiNamed(t testing.TB, name string) cudaapi.API {
 	t.Helper()
 	a, ok := cudaapi.ByName(name)
 	if !ok {
 		t.Fatalf("unknown API %s", name)
 	}
+	return a
+}
+
+// call makes one CUDA call lasting dur ns with the given arguments.
+func (th *thread) call(t testing.TB, name string, dur uint64, args ...uint64) *events.Event {
+	t.Helper()
+	a := apiNamed(t, name)
 	e := events.Event{Kind: events.KindCall, API: a.ID, PID: th.pid, TID: th.tid, Start: th.t, End: th.t + dur,
 		Launches: th.launches, LaunchFirst: th.first, LaunchLast: th.last}
 	copy(e.Args[:], args)
