@@ -81,7 +81,7 @@ bench: fixtures
 	$(GO) test -count=1 -run '^$$' -bench 'Correlate|DecodeRecord|ReadFileSymbols' -benchmem ./correlate ./probes
 	$(GO) test -count=1 -run '^$$' -bench 'Load' -benchtime 5x ./bpf
 	$(GO) test -count=1 -run '^$$' -bench 'SampleRound' -benchmem ./nvml
-	$(GO) test -count=1 -run '^$$' -bench . -benchmem ./htmlreport ./perfetto ./topview
+	$(GO) test -count=1 -run '^$$' -bench . -benchmem ./htmlreport ./perfetto ./report ./topview
 
 # make fuzz runs each fuzz target (every func FuzzXxx of the tests
 # checked in: the parsers of what the target controls) for FUZZTIME, one

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuprof/gpuprof/correlate"
 	"github.com/gpuprof/gpuprof/cudaapi"
@@ -141,6 +143,26 @@ func TestLiveFollowsTraining(t *testing.T) {
 	}
 }
 
+// TestLiveShowsTheLatestStepAtEnd: off a terminal, a line at most each
+// Interval; the steps between are formatted only if one is due, and End
+// shows the latest of them.
+func TestLiveShowsTheLatestStepAtEnd(t *testing.T) {
+	var b bytes.Buffer
+	l := NewLive(&b, false)
+	l.Interval = time.Hour
+	for i := range 5 {
+		l.Step(correlate.Step{Index: i, PID: 1, EndNS: uint64(i+1) * 1e7})
+	}
+	if out := b.String(); strings.Count(out, "\n") != 1 || !strings.HasPrefix(out, "step 0 ") {
+		t.Fatalf("before End: want step 0's line alone:\n%s", out)
+	}
+	l.End()
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[1], "step 4 ") || !strings.HasSuffix(lines[1], "| 100.0 steps/s") {
+		t.Errorf("after End: want step 4's line at its rate last:\n%s", b.String())
+	}
+}
+
 // TestStragglerNamedOnlyWhenSlow: ranks in lockstep within a few percent of
 // each other's own work have no straggler; one 30% over is named.
 func TestStragglerNamedOnlyWhenSlow(t *testing.T) {
@@ -204,5 +226,26 @@ func TestSummarySaysWhyGraphKernelsAreUnknown(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// BenchmarkLiveStep: a step handed to the live view off a terminal (a
+// line a second) and under --quiet, at a step's usual fields.
+func BenchmarkLiveStep(b *testing.B) {
+	step := correlate.Step{Index: 812, PID: 1, StepTime: 0.0186, DataMeasured: true, DataTime: 0.0151,
+		ComputeSource: correlate.ComputeEvents, ComputeTime: 0.00291, SyncTime: 0.0021, WaitsObserved: true,
+		LaunchesCounted: true, Launches: 51, H2DBytes: 16 << 20, D2HBytes: 4}
+	for _, c := range []struct {
+		name string
+		w    io.Writer
+	}{{"log", &bytes.Buffer{}}, {"quiet", io.Discard}} {
+		b.Run(c.name, func(b *testing.B) {
+			l := NewLive(c.w, false)
+			b.ReportAllocs()
+			for i := range b.N {
+				step.Index, step.EndNS = i, uint64(i+1)*18_600_000
+				l.Step(step)
+			}
+		})
 	}
 }
