@@ -15,7 +15,8 @@ windows off, gpuprof (default attach flags), off, idle (nothing: the
 control), off, gpuprof, off, idle, then off, torchprof (torch.profiler
 started and stopped in the job: torchprof.py), off, torchprof, off: the
 torchprof windows last (--tp-last), as CUPTI stays in the process once
-started, and the share's timeout falls on them if their stops take long
+started, and shorter (TP_SECS: their stops take seconds a second of
+window), and the share's timeout falls on them if their stops take long
 (overhead.py --until drops later gpuprof and idle alternations where
 they would leave one torchprof window no time). Its table (bench-inrun.md): the step rate on/off over
 the full window (start to gpuprof's exit / the profiler's stop returning:
@@ -81,18 +82,18 @@ os.makedirs(root, exist_ok=True)
 # the in-run budget (s), whole-run job ({steps}), its steps, per-run cap (s).
 WORKLOADS = [
     dict(name="launchbound", job="{py} testdata/gpuhost/launchbound.py --out {out}",
-         secs=10, off=5, share=165, whole="{py} testdata/gpuhost/launchbound.py --out {out} --steps {steps}",
+         secs=10, off=5, share=145, whole="{py} testdata/gpuhost/launchbound.py --out {out} --steps {steps}",
          steps=600, cap=60, est=12),
     dict(name="compute", job="{py} shared/workloads/spec_pipeline.py --mode compute --steps 1000000 "
-         "--truth {out}/truth.jsonl --start-delay 0", secs=8, off=4, share=130,
+         "--truth {out}/truth.jsonl --start-delay 0", secs=8, off=4, share=128,
          whole="{py} shared/workloads/spec_pipeline.py --mode compute --steps {steps} --truth {out}/truth.jsonl "
          "--start-delay 0", steps=1000, cap=60, est=15),
     dict(name="data", job="{py} shared/workloads/spec_pipeline.py --mode data --steps 1000000 "
-         "--truth {out}/truth.jsonl --start-delay 0", secs=8, off=4, share=105,
+         "--truth {out}/truth.jsonl --start-delay 0", secs=8, off=4, share=125,
          whole="{py} shared/workloads/spec_pipeline.py --mode data --steps {steps} --truth {out}/truth.jsonl "
          "--start-delay 0", steps=900, cap=60, est=15),
     dict(name="hf", job="{py} testdata/gpuhost/shapes/hf_trainer.py --mode compute --truth {out}/truth.jsonl",
-         secs=8, off=4, share=140,
+         secs=8, off=4, share=142,
          whole="{py} testdata/gpuhost/shapes/hf_trainer.py --mode compute --truth {out}/truth.jsonl --steps {steps}",
          steps=150, cap=90, est=36),
 ]
@@ -177,6 +178,14 @@ def finish(md_lines):
 
 # ---------------------------------------------------------------- in-run
 
+# The torchprof windows' length and the time their stops are given: at
+# build 19d6376 (2026-12-03) stops of 8-10 s windows took 21 s (the data
+# pipeline, 322,000 events kept) to over 60 s (the launch-bound loop,
+# the compute pipeline, the HF Trainer), longer than the shares left them,
+# and no window but the data pipeline's was measured.
+TP_SECS, TP_RESERVE = 4, 35
+
+
 def inrun():
     rows = []
     for k, w in enumerate(WORKLOADS):
@@ -191,6 +200,7 @@ def inrun():
             rows.append((name, None, f"skipped: {left:.0f} s left"))
             continue
         alt = args.alternations or 2
+        scale = args.scale if args.fake else 1
         save = os.path.join(root, f"{name}.json")
         cmd = ["timeout", "-s", "TERM", "-k", "20", f"{max(10, share - 8):.0f}",
                PY, os.path.join(HERE, "overhead.py"), ".", GP, name, str(alt), f"{w['secs']:g}",
@@ -198,7 +208,7 @@ def inrun():
                "--job", w["job"].format(py=PY, out="{out}"), "--truth", "truth.jsonl",
                "--config", "gpuprof=", "--config", "idle=@idle", "--config", "torchprof=@torchprof",
                "--tp-last", "--tp-timeout", "60", "--until", f"{max(10, share - 10):.0f}",
-               "--tp-reserve", f"{15 * (args.scale if args.fake else 1):g}",
+               "--tp-seconds", f"{TP_SECS * scale:g}", "--tp-reserve", f"{TP_RESERVE * scale:g}",
                "--save", save, "--logs", os.path.join(root, f"{name}-logs")]
         say(f"{name}: overhead.py, {alt} alternations of {w['secs']:g} s windows (off {w['off']:g} s), "
             f"share {share:.0f} s")
@@ -272,6 +282,12 @@ def inrun():
 
 # ----------------------------------------------------------------- whole
 
+def job_usage(pid, kind, tick):
+    """The CPU seconds and page faults so far of the job started as pid
+    (under `gpuprof run`: the processes under it, gpuprof's own left out)."""
+    return benchlib.tree_usage(benchlib.tree(pid)[1 if kind == "gpuprof" else 0:], tick)
+
+
 def run_one(w, kind, rnd):
     d = os.path.join(root, f"{w['name']}-{kind}-{rnd}")
     os.makedirs(d, exist_ok=True)
@@ -292,6 +308,10 @@ def run_one(w, kind, rnd):
     p = subprocess.Popen(cmd, stdout=out, stderr=err, env=e, start_new_session=True)
     tick = os.sysconf("SC_CLK_TCK")
     hwm = cpu = None
+    # The job's own CPU and page faults (gpuprof's left out) and the
+    # host's steal over the run: what tells a slow run's cause apart, the
+    # job's own work, or a neighbour on the host.
+    steal0, job_use, job_seen = benchlib.host_steal(tick), (0.0, 0, 0), 0.0
     done_at, why = None, "exit"
     while p.poll() is None:
         if kind == "gpuprof":
@@ -299,6 +319,8 @@ def run_one(w, kind, rnd):
             c = benchlib.self_cpu(p.pid, tick)
             cpu = c if c is not None else cpu
         now = time.monotonic()
+        if now - job_seen >= 0.5:
+            job_use, job_seen = max(job_use, job_usage(p.pid, kind, tick)), now
         if done_at is None:
             try:
                 with open(truth) as f:
@@ -317,6 +339,8 @@ def run_one(w, kind, rnd):
             break
         time.sleep(0.1)
     t_exit = time.monotonic_ns()
+    steal = benchlib.host_steal(tick) - steal0
+    job_use = max(job_use, job_usage(p.pid, kind, tick))
     try:
         os.killpg(p.pid, signal.SIGKILL)  # its DataLoader workers, engines, the job under gpuprof run
     except ProcessLookupError:
@@ -335,6 +359,9 @@ def run_one(w, kind, rnd):
         res["all_rate"] = (len(ends) - 1) / ((ends[-1] - ends[0]) / 1e9)
         res["startup_s"] = (rows[0].get("t_start_ns", ends[0]) - t0) / 1e9
         res["exit_s"] = (t_exit - ends[-1]) / 1e9
+        res["job_cores"] = job_use[0] / res["wall_s"]
+        res["job_faults_step"] = job_use[1] / len(rows)
+    res["host_steal_pct"] = 100 * steal / res["wall_s"] / os.cpu_count()
     if kind == "gpuprof":
         res["cpu_pct"] = 100 * cpu / res["wall_s"] if cpu is not None else None
         res["rss_mib"] = hwm / 1024 if hwm else None
@@ -378,11 +405,13 @@ def whole():
           "Each run: a fixed number of steps; bare, under `gpuprof run`, under torchprof.py --from-start "
           "(torch.profiler from before the script to its exit). steady: steps/s over the steps ending after the "
           "first 20% of the run's span (truth timestamps); all: over all its steps. Ratio: to the bare run of the "
-          "same round. startup: spawn to the first step's start; exit: last step to the process's end (or kill).", "",
+          "same round. startup: spawn to the first step's start; exit: last step to the process's end (or kill). "
+          "job cores: the job's processes' CPU over the run's wall (gpuprof's own not in it; read each half second); "
+          "faults/step: their page faults a step; steal: the host's steal over the run, % of its CPUs.", "",
           "| workload | kind | round | steps | steady steps/s | ratio (steady) | all steps/s | ratio (all) | "
-          "startup s | exit s | end | CPU % | RSS MiB | attach s | events lost | step_time err | data_time err | "
+          "startup s | exit s | end | job cores | faults/step | steal % | CPU % | RSS MiB | attach s | events lost | step_time err | data_time err | "
           "compute_time err | matched (1:1) | tp stop s | tp events |",
-          "|" + "---|" * 21]
+          "|" + "---|" * 24]
     bare = {(r["workload"], r["round"]): r for r in results if r["kind"] == "bare"}
     for r in results:
         b = bare.get((r["workload"], r["round"]), {})
@@ -390,7 +419,8 @@ def whole():
         ra = r.get("all_rate", float("nan")) / b["all_rate"] if b.get("all_rate") else None
         c = [r["workload"], r["kind"], str(r["round"]), str(r["steps"]), fmt(r.get("steady_rate")),
              pc(rs) if r["kind"] != "bare" else "", fmt(r.get("all_rate")), pc(ra) if r["kind"] != "bare" else "",
-             fmt(r.get("startup_s"), ".1f"), fmt(r.get("exit_s"), ".1f"), r["end"]]
+             fmt(r.get("startup_s"), ".1f"), fmt(r.get("exit_s"), ".1f"), r["end"],
+             fmt(r.get("job_cores")), fmt(r.get("job_faults_step"), ".0f"), fmt(r.get("host_steal_pct"))]
         if r["kind"] == "gpuprof":
             cmp_ = r["compare"]
             c += [fmt(r.get("cpu_pct"), ".1f"), fmt(r.get("rss_mib"), ".0f"), fmt(r.get("attach_s")),

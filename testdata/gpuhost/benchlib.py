@@ -1,9 +1,10 @@
 """Pieces shared by overhead.py and bench.py: lining gpuprof's --jsonl steps
 up with a job's truth log (as validate.Align and validate.Compare do, in
 Go: `gpuprof compare`), and reading what gpuprof says of itself (its
-summary's events lost, its debug log's attach and detach, its peak RSS).
+summary's events lost, its debug log's attach and detach, its peak RSS),
+and the job's and the host's CPU use from /proc.
 """
-import bisect, datetime, json, re, statistics
+import bisect, datetime, json, os, re, statistics
 
 FIELDS = ("step_time", "data_time", "compute_time")
 
@@ -183,3 +184,39 @@ def self_cpu(pid, tick):
         return (int(fields[11]) + int(fields[12])) / tick
     except (OSError, IndexError, ValueError):
         return None
+
+
+def tree(pid):
+    """pid and the processes under it."""
+    out = [pid]
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                for child in f.read().split():
+                    out += tree(int(child))
+    except OSError:
+        pass
+    return out
+
+
+def tree_usage(pids, tick):
+    """The CPU seconds (user + system) and page faults (minor, major) so
+    far of the processes pids, summed; a process gone counts nothing."""
+    cpu, minflt, majflt = 0.0, 0, 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        cpu += (int(fields[11]) + int(fields[12])) / tick
+        minflt, majflt = minflt + int(fields[7]), majflt + int(fields[9])
+    return cpu, minflt, majflt
+
+
+def host_steal(tick):
+    """Seconds of steal so far, summed over this machine's CPUs: time the
+    hypervisor ran something else while one of them wanted to run."""
+    with open("/proc/stat") as f:
+        cols = f.readline().split()
+    return int(cols[8]) / tick if cols[0] == "cpu" and len(cols) > 8 else float("nan")

@@ -151,6 +151,8 @@ ap.add_argument("--until", type=float, default=0, help="seconds from the start t
                 "one of the @torchprof windows no time (--tp-reserve a window beyond its length)")
 ap.add_argument("--tp-reserve", type=float, default=15, help="with --until: seconds a @torchprof window is given beyond its length "
                 "(its start and stop)")
+ap.add_argument("--tp-seconds", type=float, default=0, help="the @torchprof windows' length (default: the on windows'): "
+                "torch.profiler's stop processes what it kept, 2.5-7 s a second of window on the H200 host, training stalled")
 ap.add_argument("--logs", default="", help="keep each on window's gpuprof log (GPUPROF_LOG=debug) and summary in this directory")
 args, extra = ap.parse_known_args()
 configs = [(c.split("=", 1)[0], c.split("=", 1)[1].split() if "=" in c else []) for c in args.config]
@@ -160,6 +162,7 @@ secs, LEARN = args.seconds, args.learn
 if args.logs:
     os.makedirs(args.logs, exist_ok=True)
 off_secs = args.off_seconds or secs
+tp_secs = args.tp_seconds or secs
 tick = os.sysconf("SC_CLK_TCK")
 tmp = tempfile.mkdtemp()
 truth = os.path.join(tmp, args.truth)
@@ -198,24 +201,11 @@ def lines():
         return 0
 
 
-def tree(pid):
-    """pid and the processes under it."""
-    out = [pid]
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as f:
-                for child in f.read().split():
-                    out += tree(int(child))
-    except OSError:
-        pass
-    return out
-
-
 def ranks():
     """The job's processes with a rank in their environment (RANK=, as
     torchrun sets it)."""
     out = []
-    for p in tree(pipe.pid):
+    for p in benchlib.tree(pipe.pid):
         try:
             with open(f"/proc/{p}/environ", "rb") as f:
                 if any(v.startswith(b"RANK=") for v in f.read().split(b"\0")):
@@ -264,7 +254,7 @@ def job_cpu():
     context switches (all its threads and processes running now)."""
     user = sys_ = 0.0
     switches = 0
-    for pid in tree(pipe.pid):
+    for pid in benchlib.tree(pipe.pid):
         st = proc_stat(pid)
         if st:
             user, sys_, switches = user + st[0], sys_ + st[1], switches + st[2]
@@ -274,7 +264,7 @@ def job_cpu():
 def truth_proc():
     """The process that has the truth file open (the rank that logs it)."""
     want = os.path.realpath(truth)
-    for pid in tree(pipe.pid):
+    for pid in benchlib.tree(pipe.pid):
         try:
             for fd in os.listdir(f"/proc/{pid}/fd"):
                 if os.readlink(f"/proc/{pid}/fd/{fd}") == want:
@@ -411,7 +401,7 @@ def tp_signal(sig, want, timeout):
 
 def window(name, flags):
     global current
-    secs_ = secs if flags is not None else off_secs
+    secs_ = off_secs if flags is None else tp_secs if flags == ["@torchprof"] else secs
     t0, c0, g0 = time.monotonic_ns(), job_cpu(), children_cpu()
     r = None
     poll = Poller(None)
@@ -518,7 +508,7 @@ def alternation_s(group, tp):
     """What one alternation of group takes, at most: an off window before
     each on one, a torch.profiler window given --tp-reserve beyond its
     length, another on window 1 s for its attach and detach."""
-    return len(group) * (off_secs + secs + (args.tp_reserve if tp else 1))
+    return len(group) * (off_secs + (tp_secs + args.tp_reserve if tp else secs + 1))
 
 
 try:
