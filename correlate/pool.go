@@ -94,13 +94,16 @@ func (p *pools) pick(tid uint32) (uint64, bool) {
 
 // measure sets the step's pool, unless read as its last call returned:
 // the last reading at or before its end. Items taken from a DataLoader's
-// queue are batches: no samples, so no train_capacity or thru from them.
-// So are those of a process one of whose threads waits in a DataLoader
-// (its pin-memory thread, where the loop never waits: its pool is the
-// pinned batches' queue).
+// queue are batches: no samples, so no train_capacity or thru from them,
+// counted in the step or carried from the last step counted while the
+// wait probes were off (the HF Trainer's steps on the H200 carried a
+// batch a step as 1 sample in 209 of 300 steps). So are those of a
+// process one of whose threads waits in a DataLoader (its pin-memory
+// thread, where the loop never waits: its pool is the pinned batches'
+// queue).
 func (p *pools) measure(s *Step, batchKnown bool) {
 	q, ok := p.pick(s.TID)
-	if (ok && p.batches[q] || p.loader) && s.SamplesMeasured && !batchKnown {
+	if (ok && p.batches[q] || p.loader) && !batchKnown {
 		s.Samples, s.SamplesMeasured, s.TrainCapacity, s.Thru = 0, false, 0, 0
 	}
 	if s.PoolMeasured {

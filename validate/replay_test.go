@@ -5,6 +5,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gpuprof/gpuprof/correlate"
@@ -149,5 +150,43 @@ func checkSteps(t *testing.T, truth []validate.Row, steps []correlate.Step) {
 	}
 	if !res.Pass() {
 		t.Errorf("not within 5%%: %s", fmt.Sprint(res.Fields))
+	}
+}
+
+// TestLoaderBatchesAreNoSamples replays the DataLoader loops recorded on
+// the H200 (the HF Trainer, Lightning, a plain sync loop) with no batch
+// size: a get from a DataLoader takes a whole batch of a size gpuprof
+// does not read, so no step may carry a train_capacity or thru counted
+// from its gets, also where a step carries the last counted step's takes
+// while the wait probes are off (the HF Trainer's compute trace: 209 of
+// its 300 steps did, at 1 "sample" a batch of 8).
+func TestLoaderBatchesAreNoSamples(t *testing.T) {
+	traces, _ := filepath.Glob("../testdata/traces/h200-shapes/*.trace.jsonl.gz")
+	loops := 0
+	for _, trace := range traces {
+		name := filepath.Base(trace)
+		if !strings.HasPrefix(name, "hf-") && !strings.HasPrefix(name, "lightning-") && !strings.HasPrefix(name, "sync-") {
+			continue
+		}
+		loops++
+		h, evs, _, err := events.ReadTrace(trace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps := replay(t, h, evs, false, 0)
+		withCapacity := 0
+		for _, s := range steps {
+			if s.TrainCapacity != 0 || s.Thru != 0 {
+				withCapacity++
+			}
+		}
+		t.Logf("%s: %d steps, %d with train_capacity or thru", name, len(steps), withCapacity)
+		if len(steps) < 100 || withCapacity > 0 {
+			t.Errorf("%s: %d of %d steps carry a train_capacity or thru from a DataLoader's batches, want none of 100 or more",
+				name, withCapacity, len(steps))
+		}
+	}
+	if loops < 6 {
+		t.Fatalf("%d DataLoader traces under testdata/traces/h200-shapes, want the six recorded", loops)
 	}
 }
