@@ -311,7 +311,7 @@ def run_one(w, kind, rnd):
     # The job's own CPU and page faults (gpuprof's left out) and the
     # host's steal over the run: what tells a slow run's cause apart, the
     # job's own work, or a neighbour on the host.
-    steal0, job_use, job_seen = benchlib.host_steal(tick), (0.0, 0, 0), 0.0
+    steal0, job_use, job_seen = benchlib.steal_ticks(), (0.0, 0, 0), 0.0
     done_at, why = None, "exit"
     while p.poll() is None:
         if kind == "gpuprof":
@@ -339,7 +339,7 @@ def run_one(w, kind, rnd):
             break
         time.sleep(0.1)
     t_exit = time.monotonic_ns()
-    steal = benchlib.host_steal(tick) - steal0
+    steal = (benchlib.steal_ticks() - steal0) / tick
     job_use = max(job_use, job_usage(p.pid, kind, tick))
     try:
         os.killpg(p.pid, signal.SIGKILL)  # its DataLoader workers, engines, the job under gpuprof run

@@ -214,9 +214,18 @@ def tree_usage(pids, tick):
     return cpu, minflt, majflt
 
 
-def host_steal(tick):
-    """Seconds of steal so far, summed over this machine's CPUs: time the
-    hypervisor ran something else while one of them wanted to run."""
+def steal_ticks(cpus=None):
+    """The time (USER_HZ ticks) the hypervisor ran something else while
+    one of these CPUs (None: any of this machine's) wanted to run, from
+    /proc/stat: a run's noise that is the host's, which gpuprof cannot
+    move."""
+    total = 0
     with open("/proc/stat") as f:
-        cols = f.readline().split()
-    return int(cols[8]) / tick if cols[0] == "cpu" and len(cols) > 8 else float("nan")
+        for line in f:
+            head, *cols = line.split()
+            if not head.startswith("cpu") or len(cols) < 8:
+                continue
+            n = head[3:]  # "": the line summing every CPU
+            if (n == "") if cpus is None else (n.isdigit() and int(n) in cpus):
+                total += int(cols[7])
+    return total

@@ -301,13 +301,7 @@ def job_steal():
     """(monotonic ns, seconds of steal so far summed over the job's CPUs):
     time the hypervisor ran something else while one of them wanted to
     run, which gpuprof (on CPUs of its own) cannot move."""
-    now, total = time.monotonic_ns(), 0
-    with open("/proc/stat") as f:
-        for line in f:
-            head, *cols = line.split()
-            if head.startswith("cpu") and head[3:].isdigit() and int(head[3:]) in JOB_CPUS and len(cols) > 7:
-                total += int(cols[7])
-    return now, total / tick
+    return time.monotonic_ns(), benchlib.steal_ticks(JOB_CPUS) / tick
 
 
 def children_cpu():

@@ -142,16 +142,8 @@ windows = []  # dict(kind=off|on, config, target, t0, t1 in monotonic ns, c0, c1
 counters = {c["name"]: perfcount.ThreadCounters(c["pid"]) for c in copies}
 
 
-def steal_ticks(cpus):
-    """The time (USER_HZ ticks) the hypervisor ran something else on
-    these CPUs, from /proc/stat: a window's noise that is the host's."""
-    with open("/proc/stat") as f:
-        rows = [l.split() for l in f if l.startswith("cpu") and l[3].isdigit()]
-    return sum(int(r[8]) for r in rows if int(r[0][3:]) in cpus and len(r) > 8)
-
-
 def counts():
-    return {c["name"]: dict(counters[c["name"]].read(), steal_ticks=steal_ticks(set(c["cpus"]))) for c in copies}
+    return {c["name"]: dict(counters[c["name"]].read(), steal_ticks=benchlib.steal_ticks(set(c["cpus"]))) for c in copies}
 
 
 def off_window():
