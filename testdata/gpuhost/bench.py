@@ -282,10 +282,25 @@ def inrun():
 
 # ----------------------------------------------------------------- whole
 
+def job_pids(pid, kind):
+    """The processes of the job started as pid (under `gpuprof run`: the
+    processes under it, gpuprof, its link releaser and the releaser's
+    closers, run from a memfd, left out)."""
+    pids = benchlib.tree(pid)
+    if kind != "gpuprof":
+        return pids
+    def ours(p):
+        try:
+            exe = os.readlink(f"/proc/{p}/exe")
+        except OSError:
+            return False
+        return exe == os.path.realpath(GP) or exe.startswith("/memfd:")
+    return [p for p in pids if not ours(p)]
+
+
 def job_usage(pid, kind, tick):
-    """The CPU seconds and page faults so far of the job started as pid
-    (under `gpuprof run`: the processes under it, gpuprof's own left out)."""
-    return benchlib.tree_usage(benchlib.tree(pid)[1 if kind == "gpuprof" else 0:], tick)
+    """The CPU seconds and page faults so far of the job started as pid."""
+    return benchlib.tree_usage(job_pids(pid, kind), tick)
 
 
 def run_one(w, kind, rnd):
@@ -311,7 +326,7 @@ def run_one(w, kind, rnd):
     # The job's own CPU and page faults (gpuprof's left out) and the
     # host's steal over the run: what tells a slow run's cause apart, the
     # job's own work, or a neighbour on the host.
-    steal0, job_use, job_seen = benchlib.steal_ticks(), (0.0, 0, 0), 0.0
+    steal0, job_use, job_seen, job_threads = benchlib.steal_ticks(), (0.0, 0, 0), 0.0, []
     done_at, why = None, "exit"
     while p.poll() is None:
         if kind == "gpuprof":
@@ -321,6 +336,7 @@ def run_one(w, kind, rnd):
         now = time.monotonic()
         if now - job_seen >= 0.5:
             job_use, job_seen = max(job_use, job_usage(p.pid, kind, tick)), now
+            job_threads = benchlib.threads(job_pids(p.pid, kind)) or job_threads
         if done_at is None:
             try:
                 with open(truth) as f:
@@ -341,6 +357,9 @@ def run_one(w, kind, rnd):
     t_exit = time.monotonic_ns()
     steal = (benchlib.steal_ticks() - steal0) / tick
     job_use = max(job_use, job_usage(p.pid, kind, tick))
+    job_threads = benchlib.threads(job_pids(p.pid, kind)) or job_threads
+    with open(os.path.join(d, "threads.json"), "w") as f:
+        json.dump(job_threads, f, indent=0)
     try:
         os.killpg(p.pid, signal.SIGKILL)  # its DataLoader workers, engines, the job under gpuprof run
     except ProcessLookupError:
@@ -361,6 +380,8 @@ def run_one(w, kind, rnd):
         res["exit_s"] = (t_exit - ends[-1]) / 1e9
         res["job_cores"] = job_use[0] / res["wall_s"]
         res["job_faults_step"] = job_use[1] / len(rows)
+        res["sched"] = benchlib.threads_digest(job_threads)
+        res["csw_step"] = (res["sched"]["vcsw"] / len(rows), res["sched"]["ncsw"] / len(rows))
     res["host_steal_pct"] = 100 * steal / res["wall_s"] / os.cpu_count()
     if kind == "gpuprof":
         res["cpu_pct"] = 100 * cpu / res["wall_s"] if cpu is not None else None
@@ -379,6 +400,15 @@ def run_one(w, kind, rnd):
     with open(os.path.join(d, "result.json"), "w") as f:
         json.dump(res, f, indent=1)
     return res
+
+
+def sched_cell(sd):
+    """A run's threads: how many, by policy, and the CPU lists they were
+    allowed where not all the same."""
+    if not sd:
+        return "-"
+    cell = f"{sd['threads']} " + ", ".join(f"{k} {v}" for k, v in sd["policies"].items())
+    return cell + ("; cpus " + ", ".join(f"{k}: {v}" for k, v in sd["cpus"].items()) if len(sd["cpus"]) > 1 else "")
 
 
 def whole():
@@ -407,11 +437,13 @@ def whole():
           "first 20% of the run's span (truth timestamps); all: over all its steps. Ratio: to the bare run of the "
           "same round. startup: spawn to the first step's start; exit: last step to the process's end (or kill). "
           "job cores: the job's processes' CPU over the run's wall (gpuprof's own not in it; read each half second); "
-          "faults/step: their page faults a step; steal: the host's steal over the run, % of its CPUs.", "",
+          "faults/step: their page faults a step; steal: the host's steal over the run, % of its CPUs; "
+          "threads: the job's threads at its end, by scheduling policy; csw/step: their voluntary and "
+          "involuntary context switches a step.", "",
           "| workload | kind | round | steps | steady steps/s | ratio (steady) | all steps/s | ratio (all) | "
-          "startup s | exit s | end | job cores | faults/step | steal % | CPU % | RSS MiB | attach s | events lost | step_time err | data_time err | "
+          "startup s | exit s | end | job cores | faults/step | steal % | threads | csw/step | CPU % | RSS MiB | attach s | events lost | step_time err | data_time err | "
           "compute_time err | matched (1:1) | tp stop s | tp events |",
-          "|" + "---|" * 24]
+          "|" + "---|" * 26]
     bare = {(r["workload"], r["round"]): r for r in results if r["kind"] == "bare"}
     for r in results:
         b = bare.get((r["workload"], r["round"]), {})
@@ -420,7 +452,8 @@ def whole():
         c = [r["workload"], r["kind"], str(r["round"]), str(r["steps"]), fmt(r.get("steady_rate")),
              pc(rs) if r["kind"] != "bare" else "", fmt(r.get("all_rate")), pc(ra) if r["kind"] != "bare" else "",
              fmt(r.get("startup_s"), ".1f"), fmt(r.get("exit_s"), ".1f"), r["end"],
-             fmt(r.get("job_cores")), fmt(r.get("job_faults_step"), ".0f"), fmt(r.get("host_steal_pct"))]
+             fmt(r.get("job_cores")), fmt(r.get("job_faults_step"), ".0f"), fmt(r.get("host_steal_pct")),
+             sched_cell(r.get("sched")), "/".join(fmt(x, ".0f") for x in r.get("csw_step", ()))]
         if r["kind"] == "gpuprof":
             cmp_ = r["compare"]
             c += [fmt(r.get("cpu_pct"), ".1f"), fmt(r.get("rss_mib"), ".0f"), fmt(r.get("attach_s")),

@@ -229,3 +229,46 @@ def steal_ticks(cpus=None):
             if (n == "") if cpus is None else (n.isdigit() and int(n) in cpus):
                 total += int(cols[7])
     return total
+
+
+POLICIES = {0: "normal", 1: "fifo", 2: "rr", 3: "batch", 5: "idle", 6: "deadline"}
+
+
+def threads(pids):
+    """Each thread of the processes pids: its name, scheduling policy,
+    nice, allowed CPUs, NUMA memory nodes and context switches so far.
+    What tells a run whose job was scheduled differently (a policy or an
+    affinity inherited, threads crowding fewer CPUs) from one that was
+    not."""
+    out = []
+    for pid in pids:
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            base = f"/proc/{pid}/task/{tid}"
+            try:
+                with open(base + "/stat") as f:
+                    head, rest = f.read().rsplit(")", 1)
+                with open(base + "/status") as f:
+                    status = dict(l.split(":", 1) for l in f.read().splitlines() if ":" in l)
+            except OSError:
+                continue
+            fields = rest.split()
+            out.append(dict(pid=pid, tid=int(tid), comm=head.split("(", 1)[1],
+                            policy=POLICIES.get(int(fields[38]), fields[38]), nice=int(fields[16]),
+                            cpu=int(fields[36]), cpus=status.get("Cpus_allowed_list", "").strip(),
+                            mems=status.get("Mems_allowed_list", "").strip(),
+                            vcsw=int(status.get("voluntary_ctxt_switches", 0)),
+                            ncsw=int(status.get("nonvoluntary_ctxt_switches", 0))))
+    return out
+
+
+def threads_digest(ts):
+    """threads' rows summed up: how many, their policies and allowed CPUs
+    (each with a count) and their context switches."""
+    count = lambda key: dict(sorted({v: sum(1 for t in ts if t[key] == v) for v in {t[key] for t in ts}}.items()))
+    return dict(threads=len(ts), policies=count("policy"), cpus=count("cpus"), mems=count("mems"),
+                vcsw=sum(t["vcsw"] for t in ts), ncsw=sum(t["ncsw"] for t in ts),
+                last_cpus=len({t["cpu"] for t in ts}))
