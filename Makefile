@@ -73,6 +73,9 @@ check:
 LOAD_SENSITIVE := ^(TestLoopShapes|TestPythonQueueWaits|TestWholeGetsByNativeAnchors)$$
 test: check-generated fixtures pyroscope-server
 	$(GO) vet ./...
+	@# Whether this machine traps on hardware watchpoints decides which of
+	@# the Python-function tests run (testenv.NoWatchpoints): said first.
+	@$(GO) test -count=1 -v -run '^TestFires$$' ./internal/watchpoint | grep -E 'watchpoints on this machine|SKIP' || true
 	$(GO) test -count=1 -p 2 -timeout 30m -skip '$(LOAD_SENSITIVE)' ./...
 	$(GO) test -count=1 -p 1 -timeout 30m -run '$(LOAD_SENSITIVE)' ./cmd/gpuprof ./probes
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpuprof/gpuprof/bpf"
 	"github.com/gpuprof/gpuprof/events"
+	"github.com/gpuprof/gpuprof/internal/watchpoint"
 	"github.com/gpuprof/gpuprof/pymem"
 )
 
@@ -90,8 +91,13 @@ func (w *pyCallWatch) sites() int {
 
 // freeRegisters makes sure need debug registers are left in t's threads
 // for w beside the other functions', taking gpuprof's own from them
-// where w is the user's: theirs come first.
+// where w is the user's: theirs come first. Where watchpoints do not trap
+// on this machine (watchpoint.Fires) there are none to give: looking
+// again will not help.
 func (py *cpython) freeRegisters(t *target, w *pyCallWatch, need int) error {
+	if err := watchpoint.Fires(); err != nil {
+		return err
+	}
 	used := 0
 	for _, o := range t.pyCalls {
 		if o != w {

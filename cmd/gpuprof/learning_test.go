@@ -93,9 +93,14 @@ func TestLearningThinsLaunches(t *testing.T) {
 	if !strings.Contains(out, "while its steps were learned") {
 		t.Errorf("the summary does not say the launches were thinned while learning:\n%s", out)
 	}
+	// The control: with every launch counted while learning, the probes
+	// run for many times the thinned share, so the thinning is what keeps
+	// it low. How long the learning lasts moves with the machine's speed:
+	// 16.5% and 15.3% of the launches on 2026-12-07's AMD EPYC dev VM
+	// (above a sixth on the earlier ones), against 0.3-0.4% thinned.
 	every, _, _, everyOut := share("1")
-	if every <= 1.0/6 {
-		t.Errorf("with every launch counted while learning, launch probes ran for %.1f%% of the launches: the loop is not launch-heavy enough to tell", 100*every)
+	if every < 10*thinned {
+		t.Errorf("with every launch counted while learning, launch probes ran for %.1f%% of the launches, %.1f%% thinned: want ten times as many, or the loop is not launch-heavy enough to tell", 100*every, 100*thinned)
 	}
 	thinCost, everyCost := costOf(t, out), costOf(t, everyOut)
 	t.Logf("the probes' runs priced at %.2f ms a second thinned, %.2f with every launch counted while learning", thinCost, everyCost)

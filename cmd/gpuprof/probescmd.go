@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/gpuprof/gpuprof/cudaapi"
+	"github.com/gpuprof/gpuprof/internal/watchpoint"
 	"github.com/gpuprof/gpuprof/probes"
 )
 
@@ -137,6 +138,10 @@ func writePythonCalls(w io.Writer, pid int, p *probes.PythonPlan, user []probes.
 		if anchors := probes.NativeAnchors(module, qualname); anchors != nil {
 			fmt.Fprintf(w, "  %s: uprobes on the C functions it calls first (%s) and last (%s), found in the job's memory when attached; watchpoints where those are not found: on its start (%#x) and %d return(s) (%s)\n",
 				u.Spec(), strings.Join(anchors[:len(anchors)-1], ", "), anchors[len(anchors)-1], fn.Entry, len(fn.Returns), hexList(fn.Returns))
+			continue
+		}
+		if err := watchpoint.Fires(); err != nil {
+			fmt.Fprintf(w, "  %s: not timed here: %v\n", u.Spec(), err)
 			continue
 		}
 		fmt.Fprintf(w, "  %s: hardware watchpoints on its start (%#x) and %d return(s) (%s): two debug traps every call, ~20-35 µs a call on a VM (make bench: BenchmarkPythonCallProbe)\n",

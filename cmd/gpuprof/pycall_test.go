@@ -34,7 +34,10 @@ type loggedCall struct {
 // script imports first, "late") have all four, the gets' native anchors
 // taking none.
 func TestPythonFunctionProbes(t *testing.T) {
-	testenv.RequireRoot(t)
+	if why := testenv.NoWatchpoints(t); why != "" {
+		checkUnwatchable(t)
+		testenv.SkipNoWatchpoints(t, why)
+	}
 	runs := [][]string{
 		{"fetch", "flaky"}, // 2 + 2 sites
 		{"Loader.next_batch"},
@@ -180,6 +183,32 @@ func checkWorkers(t *testing.T, calls []loggedCall, out string) {
 	}
 }
 
+// checkUnwatchable: where watchpoints do not trap, an attach that names a
+// Python function says, once and as a warning, that it is not watched and
+// why, and times none of its calls.
+func checkUnwatchable(t *testing.T) {
+	t.Helper()
+	calls, evs, out := timePythonCalls(t, testenv.EndToEndPython(t), []string{"fetch"}, "--start-delay", "1")
+	if len(calls) == 0 {
+		t.Fatalf("pycalls.py logged no calls:\n%s", out)
+	}
+	warned := 0
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "level=WARN") && strings.Contains(l, `msg="Python function not watched"`) &&
+			strings.Contains(l, "data=py:__main__:fetch") && strings.Contains(l, "hardware watchpoints do not fire on this machine") {
+			warned++
+		}
+	}
+	if warned != 1 {
+		t.Errorf("%d warnings that __main__:fetch is not watched for want of watchpoints, want 1:\n%s", warned, out)
+	}
+	for _, e := range evs {
+		if e.Kind == events.KindCall && e.API == cudaapi.UserBase {
+			t.Fatalf("a call of __main__:fetch timed with no watchpoint that traps: %+v", e)
+		}
+	}
+}
+
 // TestProbesShowsPythonFunctions: gpuprof probes --probe py:... says where
 // a Python function's watchpoints would go and what a call costs, or why
 // it cannot be found.
@@ -194,14 +223,17 @@ func TestProbesShowsPythonFunctions(t *testing.T) {
 	t.Cleanup(func() { py.Process.Kill(); py.Wait() })
 	time.Sleep(500 * time.Millisecond) // its functions defined
 	r := gpuprof(t, "probes", "--pid", itoa(py.Process.Pid), "--probe", "data=py:__main__:depth", "--probe", "data=py:__main__:nosuch", "--preset", "pytorch")
-	for _, want := range []string{
-		"data=py:__main__:depth: hardware watchpoints on its start",
-		"and 2 return(s)",
-		"two debug traps every call",
+	wants := []string{
 		"data=py:__main__:nosuch: not found now: pymem: __main__ has no attribute nosuch",
 		// the preset's, in a process that has not imported torch
 		"data=py:torch.utils.data.dataloader:_BaseDataLoaderIter.__next__: not found now",
-	} {
+	}
+	if why := testenv.NoWatchpoints(t); why != "" {
+		wants = append(wants, "data=py:__main__:depth: not timed here: "+why)
+	} else {
+		wants = append(wants, "data=py:__main__:depth: hardware watchpoints on its start", "and 2 return(s)", "two debug traps every call")
+	}
+	for _, want := range wants {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("gpuprof probes lacks %q:\n%s", want, r.stdout)
 		}

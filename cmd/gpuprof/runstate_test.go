@@ -14,14 +14,16 @@ import (
 // the one that started it to the file $1: signals blocked and ignored,
 // CPUs and memory nodes allowed, capabilities, no_new_privs, seccomp,
 // transparent huge pages, speculation controls, its tracer, resource
-// limits, timer slack, OOM score, umask, nice, scheduling policy and
-// priority, the kinds of its open files, and its environment's names.
+// limits, personality (address randomisation), timer slack, OOM score,
+// umask, nice, scheduling policy and priority, the kinds of its open
+// files, and its environment's names.
 // Everything here survives exec, so a job gpuprof run starts carries it
 // all its life.
 const jobState = `s=/proc/$$ out=$1
 {
 grep -E '^(SigBlk|SigIgn|Cpus_allowed_list|Mems_allowed_list|NoNewPrivs|Seccomp|Seccomp_filters|THP_enabled|CapInh|CapPrm|CapEff|CapBnd|CapAmb|TracerPid|Speculation_Store_Bypass|SpeculationIndirectBranch):' $s/status
 cat $s/limits
+echo "personality $(cat $s/personality)"
 echo "timerslack_ns $(cat $s/timerslack_ns)"
 echo "oom_score_adj $(cat $s/oom_score_adj)"
 echo "umask $(umask)"
@@ -59,7 +61,7 @@ func TestRunJobStartsAsBare(t *testing.T) {
 	run := state("run", gpuprofBin, "run", "-q", "--")
 	// The script must have read what it compares: an empty or partial
 	// file would compare equal to another.
-	for _, want := range []string{"SigIgn:", "Cpus_allowed_list:", "CapEff:", "Max open files", "policy 0", "fd 0 ", "env PATH"} {
+	for _, want := range []string{"SigIgn:", "Cpus_allowed_list:", "CapEff:", "Max open files", "policy 0", "personality ", "fd 0 ", "env PATH"} {
 		if !strings.Contains(bare, want) {
 			t.Fatalf("the bare job's state lacks %q:\n%s", want, bare)
 		}

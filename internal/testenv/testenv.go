@@ -6,6 +6,7 @@ package testenv
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpuprof/gpuprof/internal/watchpoint"
 )
 
 // Skip skips, or fails when integration tests are required.
@@ -23,6 +26,34 @@ func Skip(t testing.TB, format string, args ...any) {
 		t.Fatalf("SKIP not allowed (GPUPROF_REQUIRE_INTEGRATION=1): "+format, args...)
 	}
 	t.Skipf("SKIP: "+format, args...)
+}
+
+// NoWatchpoints says why hardware watchpoints do not trap on this
+// machine (watchpoint.ErrNoTraps), or "" where they do. A test of
+// gpuprof's Python-function timing checks there that gpuprof says so, then
+// skips the timing with SkipNoWatchpoints.
+func NoWatchpoints(t testing.TB) string {
+	t.Helper()
+	RequireRoot(t)
+	err := watchpoint.Fires()
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, watchpoint.ErrNoTraps):
+		return err.Error()
+	}
+	Skip(t, "%v", err)
+	return ""
+}
+
+// SkipNoWatchpoints skips, also under GPUPROF_REQUIRE_INTEGRATION, a
+// test that times calls by hardware watchpoints where the machine does
+// not trap on them: no install gives a VM's hypervisor that, and CI runs
+// on the machine its session had. make test prints the machine's verdict
+// first (internal/watchpoint's TestFires), so the skip is not silent.
+func SkipNoWatchpoints(t testing.TB, why string) {
+	t.Helper()
+	t.Skipf("SKIP: %s: calls timed by watchpoints cannot be checked here", why)
 }
 
 // skipShort skips a test of the integration tier under -short (make
