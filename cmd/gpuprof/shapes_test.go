@@ -26,10 +26,26 @@ type shapeRun struct {
 	argv []string // the command, less --truth PATH
 }
 
-// shapeAttach is how long gpuprof stays attached to each loop: 90-360 of
-// its steps (8-33 ms each), of which the first second or so finds the
-// boundary.
-const shapeAttach = "3s"
+// shapeAttach is how long gpuprof stays attached to each loop, at least:
+// 90-360 of its steps (8-33 ms each on the dev VMs until 2026-12-03), of
+// which the first second or so finds the boundary. A slower loop is
+// attached to for longer (shapeAttachFor): its data-bound shapes took
+// 37-48 ms a step on 2026-12-07's AMD EPYC VM, ~80 steps in 3 s.
+const shapeAttach = 3 * time.Second
+
+// shapeAttachFor is how long to attach to a loop whose first steps are
+// logged in truth: long enough for ~150 steps after the boundary is
+// found, at least shapeAttach and at most 10 s.
+func shapeAttachFor(t *testing.T, truth string) time.Duration {
+	t.Helper()
+	rows, err := validate.ReadJSONL(truth)
+	if err != nil || len(rows) < 3 {
+		t.Fatalf("the loop's first steps: %d rows, %v", len(rows), err)
+	}
+	// From the second step's end: the first carries the loop's warm-up.
+	period := time.Duration(rows[len(rows)-1].End-rows[1].End) / time.Duration(len(rows)-2)
+	return min(max(shapeAttach, 1500*time.Millisecond+150*period), 10*time.Second)
+}
 
 // TestLoopShapes attaches to training loops of the shapes issue 25 names
 // (testdata/python/shapes.py: a sync-timed DataLoader loop whose backward
@@ -92,7 +108,7 @@ func checkShape(t *testing.T, run shapeRun) {
 		<-exited
 	}
 	t.Cleanup(stop)
-	flags := []string{"attach", "-q", "--pid", itoa(job.Process.Pid), "--children", "--jsonl", steps, "-d", shapeAttach}
+	flags := []string{"attach", "-q", "--pid", itoa(job.Process.Pid), "--children", "--jsonl", steps}
 	if os.Getenv("GPUPROF_TEST_KEEP") != "" {
 		flags = append(flags, "--record", filepath.Join(tmp, "trace.jsonl.gz"))
 	}
@@ -103,6 +119,7 @@ func checkShape(t *testing.T, run shapeRun) {
 		stop()
 		t.Fatalf("the loop logged %d steps in 30 s:\n%s", n, jobOut.String())
 	}
+	flags = append(flags, "-d", shapeAttachFor(t, truth).String())
 	attachedAt := monotonicNS()
 	r := gpuprof(t, flags...)
 	detachedAt := monotonicNS()
