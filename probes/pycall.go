@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"time"
-	"unsafe"
 
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
@@ -46,9 +45,7 @@ import (
 // frame.
 
 const (
-	hwBreakpointRW   = 3 // HW_BREAKPOINT_R|W: x86 cannot watch reads alone
-	hwBreakpointLen1 = 1
-	debugRegisters   = 4 // DR0-DR3 a thread
+	debugRegisters = 4 // DR0-DR3 a thread
 	// pyResolveBackoff bounds how often a function not yet found (its
 	// module not imported yet) is looked for again: each look reads the
 	// job's memory, which is not free for it (pool.go).
@@ -391,18 +388,11 @@ func threadsOf(procRoot string, pid int) ([]int, error) {
 // writes (each access runs prog) in user mode, inherited by the threads
 // it starts if inherit.
 func openWatchpoint(tid int, addr uint64, prog int, inherit bool) (int, error) {
-	bits := uint64(unix.PerfBitDisabled | unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv)
+	attr := watchpoint.Attr(addr)
+	attr.Sample = 1 // every access
+	attr.Bits |= unix.PerfBitDisabled
 	if inherit {
-		bits |= unix.PerfBitInherit
-	}
-	attr := unix.PerfEventAttr{
-		Type:    unix.PERF_TYPE_BREAKPOINT,
-		Size:    uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
-		Sample:  1, // every access
-		Bits:    bits,
-		Bp_type: hwBreakpointRW,
-		Ext1:    addr, // bp_addr
-		Ext2:    hwBreakpointLen1,
+		attr.Bits |= unix.PerfBitInherit
 	}
 	return openPerfBPF(&attr, tid, -1, prog)
 }

@@ -40,23 +40,30 @@ func Fires() error {
 }
 
 const (
-	hwBreakpointRW   = 3 // HW_BREAKPOINT_R|W, as the Python watchpoints are opened
+	hwBreakpointRW   = 3 // HW_BREAKPOINT_R|W: x86 cannot watch reads alone
 	hwBreakpointLen1 = 1
 	writes           = 4
 )
+
+// Attr is a perf event that watches one byte at addr for reads and
+// writes in user mode: the check's, and gpuprof's watchpoints on Python
+// bytecode (probes/pycall.go), which add their own bits to Bits.
+func Attr(addr uint64) unix.PerfEventAttr {
+	return unix.PerfEventAttr{
+		Type:    unix.PERF_TYPE_BREAKPOINT,
+		Size:    uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
+		Bits:    unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv,
+		Bp_type: hwBreakpointRW,
+		Ext1:    addr, // bp_addr
+		Ext2:    hwBreakpointLen1,
+	}
+}
 
 func check() error {
 	// The event counts the calling thread's accesses only.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	attr := unix.PerfEventAttr{
-		Type:    unix.PERF_TYPE_BREAKPOINT,
-		Size:    uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
-		Bits:    unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv,
-		Bp_type: hwBreakpointRW,
-		Ext1:    uint64(uintptr(unsafe.Pointer(&watched[0]))), // bp_addr
-		Ext2:    hwBreakpointLen1,
-	}
+	attr := Attr(uint64(uintptr(unsafe.Pointer(&watched[0]))))
 	fd, err := unix.PerfEventOpen(&attr, 0, -1, -1, unix.PERF_FLAG_FD_CLOEXEC)
 	if err != nil {
 		return fmt.Errorf("hardware watchpoints cannot be opened: %w", err)
