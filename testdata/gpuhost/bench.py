@@ -285,7 +285,8 @@ def inrun():
 def job_pids(pid, kind):
     """The processes of the job started as pid (under `gpuprof run`: the
     processes under it, gpuprof, its link releaser and the releaser's
-    closers, run from a memfd, left out)."""
+    closers, run from a memfd, left out, and so is a process whose
+    executable is gone: an exited closer not yet reaped)."""
     pids = benchlib.tree(pid)
     if kind != "gpuprof":
         return pids
@@ -293,14 +294,16 @@ def job_pids(pid, kind):
         try:
             exe = os.readlink(f"/proc/{p}/exe")
         except OSError:
-            return False
+            return True
         return exe == os.path.realpath(GP) or exe.startswith("/memfd:")
     return [p for p in pids if not ours(p)]
 
 
-def job_usage(pid, kind, tick):
-    """The CPU seconds and page faults so far of the job started as pid."""
-    return benchlib.tree_usage(job_pids(pid, kind), tick)
+def job_sample(pid, kind, tick):
+    """The CPU seconds and page faults so far of the job started as pid,
+    and its threads now (benchlib.threads), from one walk of its tree."""
+    pids = job_pids(pid, kind)
+    return benchlib.tree_usage(pids, tick), benchlib.threads(pids)
 
 
 def run_one(w, kind, rnd):
@@ -335,8 +338,8 @@ def run_one(w, kind, rnd):
             cpu = c if c is not None else cpu
         now = time.monotonic()
         if now - job_seen >= 0.5:
-            job_use, job_seen = max(job_use, job_usage(p.pid, kind, tick)), now
-            job_threads = benchlib.threads(job_pids(p.pid, kind)) or job_threads
+            use, threads = job_sample(p.pid, kind, tick)
+            job_use, job_threads, job_seen = max(job_use, use), threads or job_threads, now
         if done_at is None:
             try:
                 with open(truth) as f:
@@ -356,8 +359,8 @@ def run_one(w, kind, rnd):
         time.sleep(0.1)
     t_exit = time.monotonic_ns()
     steal = (benchlib.steal_ticks() - steal0) / tick
-    job_use = max(job_use, job_usage(p.pid, kind, tick))
-    job_threads = benchlib.threads(job_pids(p.pid, kind)) or job_threads
+    use, threads = job_sample(p.pid, kind, tick)
+    job_use, job_threads = max(job_use, use), threads or job_threads
     with open(os.path.join(d, "threads.json"), "w") as f:
         json.dump(job_threads, f, indent=0)
     try:
