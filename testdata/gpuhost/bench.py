@@ -385,6 +385,7 @@ def run_one(w, kind, rnd):
         res["job_faults_step"] = job_use[1] / len(rows)
         res["sched"] = benchlib.threads_digest(job_threads)
         res["csw_step"] = (res["sched"]["vcsw"] / len(rows), res["sched"]["ncsw"] / len(rows))
+        res["phases"] = benchlib.phase_medians(rows)
     res["host_steal_pct"] = 100 * steal / res["wall_s"] / os.cpu_count()
     if kind == "gpuprof":
         res["cpu_pct"] = 100 * cpu / res["wall_s"] if cpu is not None else None
@@ -403,6 +404,14 @@ def run_one(w, kind, rnd):
     with open(os.path.join(d, "result.json"), "w") as f:
         json.dump(res, f, indent=1)
     return res
+
+
+def phases_cell(ph):
+    """A run's phase medians (benchlib.phase_medians), those its job logs."""
+    if not ph:
+        return "-"
+    ms = "/".join(fmt(ph.get(f), ".1f") for f in benchlib.PHASES[:4])
+    return ms + (f", pool {ph['pool']:.0f}" if "pool" in ph else "")
 
 
 def sched_cell(sd):
@@ -442,11 +451,12 @@ def whole():
           "job cores: the job's processes' CPU over the run's wall (gpuprof's own not in it; read each half second); "
           "faults/step: their page faults a step; steal: the host's steal over the run, % of its CPUs; "
           "threads: the job's threads at its end, by scheduling policy; csw/step: their voluntary and "
-          "involuntary context switches a step.", "",
+          "involuntary context switches a step; phases: the job's own log, medians: data, compute, dispatch wait "
+          "and engine batch in ms, and the sample pool's fill.", "",
           "| workload | kind | round | steps | steady steps/s | ratio (steady) | all steps/s | ratio (all) | "
-          "startup s | exit s | end | job cores | faults/step | steal % | threads | csw/step | CPU % | RSS MiB | attach s | events lost | step_time err | data_time err | "
+          "startup s | exit s | end | phases (data/compute/wait/batch ms, pool) | job cores | faults/step | steal % | threads | csw/step | CPU % | RSS MiB | attach s | events lost | step_time err | data_time err | "
           "compute_time err | matched (1:1) | tp stop s | tp events |",
-          "|" + "---|" * 26]
+          "|" + "---|" * 27]
     bare = {(r["workload"], r["round"]): r for r in results if r["kind"] == "bare"}
     for r in results:
         b = bare.get((r["workload"], r["round"]), {})
@@ -454,7 +464,7 @@ def whole():
         ra = r.get("all_rate", float("nan")) / b["all_rate"] if b.get("all_rate") else None
         c = [r["workload"], r["kind"], str(r["round"]), str(r["steps"]), fmt(r.get("steady_rate")),
              pc(rs) if r["kind"] != "bare" else "", fmt(r.get("all_rate")), pc(ra) if r["kind"] != "bare" else "",
-             fmt(r.get("startup_s"), ".1f"), fmt(r.get("exit_s"), ".1f"), r["end"],
+             fmt(r.get("startup_s"), ".1f"), fmt(r.get("exit_s"), ".1f"), r["end"], phases_cell(r.get("phases")),
              fmt(r.get("job_cores")), fmt(r.get("job_faults_step"), ".0f"), fmt(r.get("host_steal_pct")),
              sched_cell(r.get("sched")), "/".join(fmt(x, ".0f") for x in r.get("csw_step", ()))]
         if r["kind"] == "gpuprof":

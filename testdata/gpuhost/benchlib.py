@@ -25,6 +25,24 @@ def read_jsonl(path):
     return out
 
 
+# The job's own phases a step, from its truth log where it writes them:
+# what a slow run spent its time on (the data pipeline's engines and its
+# trainer share the host's memory and the GIL; pool is how full the
+# sample pool stood, 512 at most, which throttles the engines).
+PHASES = ("data_time", "compute_time", "dispatch_wait", "infer_batch_time", "pool")
+
+
+def phase_medians(truth):
+    """Median of each of PHASES the truth rows carry, times in ms."""
+    out = {}
+    for f in PHASES:
+        xs = [r[f] for r in truth if isinstance(r.get(f), (int, float))]
+        if xs:
+            m = statistics.median(xs)
+            out[f] = m if f == "pool" else 1e3 * m
+    return out
+
+
 def step_rate(ends):
     """Steps a second from their end times (ns, in order): the count of
     steps less one over the time from the first's end to the last's (nan
