@@ -8,7 +8,9 @@ on four workloads, in one device call per mode (run from the repo root).
 Workloads: launchbound (testdata/gpuhost/launchbound.py: ~300 small
 kernels a step), compute and data (shared/workloads/spec_pipeline.py
 --mode compute|data), hf (testdata/gpuhost/shapes/hf_trainer.py --mode
-compute: the HF Transformers Trainer).
+compute: the HF Transformers Trainer). With --only, also data-heap: the
+data pipeline with glibc malloc's thresholds fixed in every run (why:
+the WORKLOADS entry).
 
 inrun: for each workload, overhead.py in one run of the job, alternating
 windows off, gpuprof (default attach flags), off, idle (nothing: the
@@ -92,6 +94,19 @@ WORKLOADS = [
          "--truth {out}/truth.jsonl --start-delay 0", secs=8, off=4, share=125,
          whole="{py} shared/workloads/spec_pipeline.py --mode data --steps {steps} --truth {out}/truth.jsonl "
          "--start-delay 0", steps=900, cap=60, est=15),
+    # The data pipeline again with glibc malloc's thresholds fixed (the
+    # same in every run): its 4 MiB clones then reuse heap memory. Left
+    # to malloc's dynamic thresholds, a run settles either where they do
+    # or where the heap's top is trimmed and faulted in afresh every step
+    # (heapclones.c, the same clones in C, on the dev VM: 0 against 2,016
+    # faults a step, 11 against 34-38 ms, by whether a tensor's small
+    # object is allocated before its data; docs/benchmark.md 2026-12-07):
+    # a 3x swing in the data phase that no profiler need cause.
+    dict(name="data-heap", job="{py} shared/workloads/spec_pipeline.py --mode data --steps 1000000 "
+         "--truth {out}/truth.jsonl --start-delay 0", secs=8, off=4, share=125,
+         whole="{py} shared/workloads/spec_pipeline.py --mode data --steps {steps} --truth {out}/truth.jsonl "
+         "--start-delay 0", steps=900, cap=60, est=15,
+         env={"MALLOC_MMAP_THRESHOLD_": "67108864", "MALLOC_TRIM_THRESHOLD_": "1073741824"}, optional=True),
     dict(name="hf", job="{py} testdata/gpuhost/shapes/hf_trainer.py --mode compute --truth {out}/truth.jsonl",
          secs=8, off=4, share=142,
          whole="{py} testdata/gpuhost/shapes/hf_trainer.py --mode compute --truth {out}/truth.jsonl --steps {steps}",
@@ -100,6 +115,8 @@ WORKLOADS = [
 if args.only:
     keep = args.only.split(",")
     WORKLOADS = [w for w in WORKLOADS if w["name"] in keep]
+else:
+    WORKLOADS = [w for w in WORKLOADS if not w.get("optional")]
 env = dict(os.environ, PYTHONUNBUFFERED="1")
 if args.fake:
     fake = os.path.join(HERE, "benchfake", "fakejob.py")
@@ -115,7 +132,7 @@ else:
     # (the device carries it only where it is there) can still run
     # --only launchbound.
     scripts = {"launchbound": "testdata/gpuhost/launchbound.py", "compute": "shared/workloads/spec_pipeline.py",
-               "data": "shared/workloads/spec_pipeline.py", "hf": "testdata/gpuhost/shapes/hf_trainer.py"}
+               "data": "shared/workloads/spec_pipeline.py", "data-heap": "shared/workloads/spec_pipeline.py", "hf": "testdata/gpuhost/shapes/hf_trainer.py"}
     missing = sorted({scripts[w["name"]] for w in WORKLOADS} | {args.gpuprof})
     missing = [p for p in missing if not os.path.exists(p)]
     if missing:
@@ -215,7 +232,7 @@ def inrun():
         with open(os.path.join(root, f"{name}.txt"), "w") as out:
             out.write("$ " + shlex.join(cmd) + "\n")
             out.flush()
-            r = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+            r = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=dict(env, **w.get("env", {})))
         say(f"{name}: exit {r.returncode}")
         try:
             with open(save) as f:
@@ -311,7 +328,7 @@ def run_one(w, kind, rnd):
     os.makedirs(d, exist_ok=True)
     cmd = shlex.split(w["whole"].format(py=PY, out=d, steps=w["steps"]))
     truth = os.path.join(d, "truth.jsonl")
-    e = dict(env)
+    e = dict(env, **w.get("env", {}))
     if kind == "gpuprof":
         cmd = [GP, "run", "-q", "--jsonl", os.path.join(d, "steps.jsonl"), "--"] + cmd
         e["GPUPROF_LOG"] = "debug"
