@@ -99,9 +99,9 @@ WORKLOADS = [
     # to malloc's dynamic thresholds, a run settles either where they do
     # or where the heap's top is trimmed and faulted in afresh every step
     # (heapclones.c, the same clones in C, on the dev VM: 0 against 2,016
-    # faults a step, 11 against 34-38 ms, by whether a tensor's small
+    # faults a step, 11-13 against 34-47 ms, by whether a tensor's small
     # object is allocated before its data; docs/benchmark.md 2026-12-07):
-    # a 3x swing in the data phase that no profiler need cause.
+    # a 3-4x swing in the data phase that no profiler need cause.
     dict(name="data-heap", job="{py} shared/workloads/spec_pipeline.py --mode data --steps 1000000 "
          "--truth {out}/truth.jsonl --start-delay 0", secs=8, off=4, share=125,
          whole="{py} shared/workloads/spec_pipeline.py --mode data --steps {steps} --truth {out}/truth.jsonl "
@@ -356,7 +356,9 @@ def run_one(w, kind, rnd):
         now = time.monotonic()
         if now - job_seen >= 0.5:
             use, threads = job_sample(p.pid, kind, tick)
-            job_use, job_threads, job_seen = max(job_use, use), threads or job_threads, now
+            # The most threads seen: a sample as the job exits finds few left.
+            job_threads = threads if len(threads) >= len(job_threads) else job_threads
+            job_use, job_seen = max(job_use, use), now
         if done_at is None:
             try:
                 with open(truth) as f:
@@ -377,7 +379,8 @@ def run_one(w, kind, rnd):
     t_exit = time.monotonic_ns()
     steal = (benchlib.steal_ticks() - steal0) / tick
     use, threads = job_sample(p.pid, kind, tick)
-    job_use, job_threads = max(job_use, use), threads or job_threads
+    job_use = max(job_use, use)
+    job_threads = threads if len(threads) >= len(job_threads) else job_threads
     with open(os.path.join(d, "threads.json"), "w") as f:
         json.dump(job_threads, f, indent=0)
     try:
@@ -467,7 +470,7 @@ def whole():
           "same round. startup: spawn to the first step's start; exit: last step to the process's end (or kill). "
           "job cores: the job's processes' CPU over the run's wall (gpuprof's own not in it; read each half second); "
           "faults/step: their page faults a step; steal: the host's steal over the run, % of its CPUs; "
-          "threads: the job's threads at its end, by scheduling policy; csw/step: their voluntary and "
+          "threads: the job's threads when it had the most, by scheduling policy; csw/step: their voluntary and "
           "involuntary context switches a step; phases: the job's own log, medians: data, compute, dispatch wait "
           "and engine batch in ms, and the sample pool's fill.", "",
           "| workload | kind | round | steps | steady steps/s | ratio (steady) | all steps/s | ratio (all) | "
