@@ -94,24 +94,21 @@ WORKLOADS = [
          "--truth {out}/truth.jsonl --start-delay 0", secs=8, off=4, share=125,
          whole="{py} shared/workloads/spec_pipeline.py --mode data --steps {steps} --truth {out}/truth.jsonl "
          "--start-delay 0", steps=900, cap=60, est=15),
-    # The data pipeline again with glibc malloc's thresholds fixed (the
-    # same in every run): its 4 MiB clones then reuse heap memory. Left
-    # to malloc's dynamic thresholds, a run settles either where they do
-    # or where the heap's top is trimmed and faulted in afresh every step
-    # (heapclones.c, the same clones in C, on the dev VM: 0 against 2,016
-    # faults a step, 11-13 against 34-47 ms, by whether a tensor's small
-    # object is allocated before its data; docs/benchmark.md 2026-12-07):
-    # a 3-4x swing in the data phase that no profiler need cause.
-    dict(name="data-heap", job="{py} shared/workloads/spec_pipeline.py --mode data --steps 1000000 "
-         "--truth {out}/truth.jsonl --start-delay 0", secs=8, off=4, share=125,
-         whole="{py} shared/workloads/spec_pipeline.py --mode data --steps {steps} --truth {out}/truth.jsonl "
-         "--start-delay 0", steps=900, cap=60, est=15,
-         env={"MALLOC_MMAP_THRESHOLD_": "67108864", "MALLOC_TRIM_THRESHOLD_": "1073741824"}, optional=True),
     dict(name="hf", job="{py} testdata/gpuhost/shapes/hf_trainer.py --mode compute --truth {out}/truth.jsonl",
          secs=8, off=4, share=142,
          whole="{py} testdata/gpuhost/shapes/hf_trainer.py --mode compute --truth {out}/truth.jsonl --steps {steps}",
          steps=150, cap=90, est=36),
 ]
+# The data pipeline again with glibc malloc's thresholds fixed (the same
+# in every run): its 4 MiB clones then reuse heap memory. Left to malloc's
+# dynamic thresholds, a run settles either where they do or where the
+# heap's top is trimmed and faulted in afresh every step (heapclones.c,
+# the same clones in C, on the dev VM: 0 against 2,016 faults a step,
+# 11-13 against 34-47 ms, by whether a tensor's small object is allocated
+# before its data; docs/benchmark.md 2026-12-07): a 3-4x swing in the
+# data phase that no profiler need cause. Run only when named (--only).
+WORKLOADS.insert(3, dict(WORKLOADS[2], name="data-heap", optional=True,
+                         env={"MALLOC_MMAP_THRESHOLD_": "67108864", "MALLOC_TRIM_THRESHOLD_": "1073741824"}))
 if args.only:
     keep = args.only.split(",")
     WORKLOADS = [w for w in WORKLOADS if w["name"] in keep]
@@ -131,9 +128,8 @@ else:
     # Only the files of the workloads run: a checkout without shared/
     # (the device carries it only where it is there) can still run
     # --only launchbound.
-    scripts = {"launchbound": "testdata/gpuhost/launchbound.py", "compute": "shared/workloads/spec_pipeline.py",
-               "data": "shared/workloads/spec_pipeline.py", "data-heap": "shared/workloads/spec_pipeline.py", "hf": "testdata/gpuhost/shapes/hf_trainer.py"}
-    missing = sorted({scripts[w["name"]] for w in WORKLOADS} | {args.gpuprof})
+    # Each job's script: the word after {py} in its command.
+    missing = sorted({w["whole"].split()[1] for w in WORKLOADS} | {args.gpuprof})
     missing = [p for p in missing if not os.path.exists(p)]
     if missing:
         sys.exit(f"bench.py: run from the repo root; missing: {', '.join(missing)}")
@@ -316,11 +312,14 @@ def job_pids(pid, kind):
     return [p for p in pids if not ours(p)]
 
 
-def job_sample(pid, kind, tick):
-    """The CPU seconds and page faults so far of the job started as pid,
-    and its threads now (benchlib.threads), from one walk of its tree."""
+def job_sample(pid, kind, tick, use, threads):
+    """The job started as pid, sampled by one walk of its tree, over what
+    earlier samples had: its CPU seconds and page faults so far (the
+    most), and its threads (benchlib.threads) when it had the most (a
+    sample as the job exits finds few left)."""
     pids = job_pids(pid, kind)
-    return benchlib.tree_usage(pids, tick), benchlib.threads(pids)
+    now = benchlib.threads(pids)
+    return max(use, benchlib.tree_usage(pids, tick)), now if len(now) >= len(threads) else threads
 
 
 def run_one(w, kind, rnd):
@@ -355,10 +354,8 @@ def run_one(w, kind, rnd):
             cpu = c if c is not None else cpu
         now = time.monotonic()
         if now - job_seen >= 0.5:
-            use, threads = job_sample(p.pid, kind, tick)
-            # The most threads seen: a sample as the job exits finds few left.
-            job_threads = threads if len(threads) >= len(job_threads) else job_threads
-            job_use, job_seen = max(job_use, use), now
+            job_use, job_threads = job_sample(p.pid, kind, tick, job_use, job_threads)
+            job_seen = now
         if done_at is None:
             try:
                 with open(truth) as f:
@@ -378,9 +375,7 @@ def run_one(w, kind, rnd):
         time.sleep(0.1)
     t_exit = time.monotonic_ns()
     steal = (benchlib.steal_ticks() - steal0) / tick
-    use, threads = job_sample(p.pid, kind, tick)
-    job_use = max(job_use, use)
-    job_threads = threads if len(threads) >= len(job_threads) else job_threads
+    job_use, job_threads = job_sample(p.pid, kind, tick, job_use, job_threads)
     with open(os.path.join(d, "threads.json"), "w") as f:
         json.dump(job_threads, f, indent=0)
     try:

@@ -4,7 +4,7 @@ Go: `gpuprof compare`), and reading what gpuprof says of itself (its
 summary's events lost, its debug log's attach and detach, its peak RSS),
 and the job's and the host's CPU use from /proc.
 """
-import bisect, datetime, json, os, re, statistics
+import bisect, collections, datetime, json, os, re, statistics
 
 FIELDS = ("step_time", "data_time", "compute_time")
 
@@ -286,7 +286,7 @@ def threads(pids):
 def threads_digest(ts):
     """threads' rows summed up: how many, their policies and allowed CPUs
     (each with a count) and their context switches."""
-    count = lambda key: dict(sorted({v: sum(1 for t in ts if t[key] == v) for v in {t[key] for t in ts}}.items()))
+    count = lambda key: dict(sorted(collections.Counter(t[key] for t in ts).items()))
     return dict(threads=len(ts), policies=count("policy"), cpus=count("cpus"), mems=count("mems"),
                 vcsw=sum(t["vcsw"] for t in ts), ncsw=sum(t["ncsw"] for t in ts),
                 last_cpus=len({t["cpu"] for t in ts}))
