@@ -37,10 +37,15 @@ import random
 import statistics
 
 
+def bootstrap(xs, stat=statistics.median, n=2000):
+    """stat of n resamples of xs, sorted (seeded: a run's numbers repeat)."""
+    rnd = random.Random(1)
+    return sorted(stat(rnd.choices(xs, k=len(xs))) for _ in range(n))
+
+
 def ci(xs, stat=statistics.median, n=2000):
     """95% bootstrap interval of stat(xs)."""
-    rnd = random.Random(1)
-    vals = sorted(stat(rnd.choices(xs, k=len(xs))) for _ in range(n))
+    vals = bootstrap(xs, stat, n)
     return vals[int(0.025 * n)], vals[int(0.975 * n)]
 
 

@@ -33,7 +33,7 @@ import bisect, json, os, random, statistics, sys, tarfile, tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import benchlib  # noqa: E402
-from ovhstats import ci  # noqa: E402
+from ovhstats import bootstrap, ci  # noqa: E402
 
 S = int(1e9)
 TWIN = {"A": "B", "B": "A"}
@@ -185,12 +185,11 @@ def bound_line(name, runs, n=2000):
     resampled and then their windows: a run's windows share its off
     windows' baseline, so its error is common to them and the first
     bootstrap leaves it out."""
-    rnd = random.Random(1)
-    flat = [x for r in runs for x in r]
-    by_window = sorted(statistics.mean(rnd.choices(flat, k=len(flat))) for _ in range(n))
+    by_window = bootstrap([x for r in runs for x in r], statistics.mean, n)
     line = f"{name}: slower by at most {-100 * by_window[int(0.05 * n)]:.2f}% (95% one-sided, windows resampled)"
     if len(runs) < 3:  # too few runs to resample
         return line + f"; {len(runs)} run(s)"
+    rnd = random.Random(1)
     by_run = sorted(statistics.mean([x for r in rnd.choices(runs, k=len(runs)) for x in rnd.choices(r, k=len(r))])
                     for _ in range(n))
     return (line + f", {-100 * by_run[int(0.05 * n)]:.2f}% (runs resampled, then their windows; two-sided"
