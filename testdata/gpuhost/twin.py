@@ -42,10 +42,12 @@ beside the other.
 
 twinstats.py has the statistics (the twin quotient, the copy's own "solo"
 one for comparison, steady, by second, the counters), for this run on
-stdout and for several pooled (`twinstats.py RUN.tgz...`). Everything
-(truth logs, gpuprof's logs, summaries and --jsonl, results.json, the
+stdout and for several pooled (`twinstats.py RUN.tgz...`). The run
+goes to $OUT/twin.tgz, small enough to commit under results/: the
+truth logs' step ends, gpuprof's logs and summaries, results.json, the
 table; with --self-profile gpuprof's profiles of itself, for `go tool
-pprof bin/gpuprof`) goes to $OUT/twin.tgz.
+pprof bin/gpuprof`; with --full-archive also each window's --jsonl and
+the whole truth logs.
 
 --fake runs benchfake/fakejob.py as the job: a dry run of the control
 flow on a machine without torch or a GPU.
@@ -70,6 +72,8 @@ ap.add_argument("--gpuprof", default=os.environ.get("GPUPROF", "bin/gpuprof"))
 ap.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
 ap.add_argument("--self-profile", action="store_true",
                 help="gpuprof's own CPU and heap profiles of each window (GPUPROF_SELF_PROFILE) into the run's wNNN-*.pprof/")
+ap.add_argument("--full-archive", action="store_true",
+                help="keep gpuprof's --jsonl of each window and the whole truth logs in twin.tgz (~6 MB a run, not ~0.7)")
 ap.add_argument("--fake", action="store_true")
 args = ap.parse_args()
 start = time.monotonic()
@@ -214,5 +218,28 @@ table = twinstats.report([twinstats.load(res)])
 print(table)
 with open(os.path.join(res, "table.md"), "w") as f:
     f.write(table)
+
+
+def slim(info):
+    """What twinstats reads and a reader checks: a committed run keeps the
+    logs, not each window's --jsonl (twinstats never reads it), and
+    rewrite_truth() leaves only the step ends in the truth logs."""
+    if args.full_archive:
+        return info
+    if os.path.basename(info.name).endswith(".jsonl") and os.path.basename(info.name).startswith("w"):
+        return None
+    return info
+
+
+def rewrite_truth():
+    for c in copies:
+        path = os.path.join(c["dir"], "truth.jsonl")
+        ends = [s["t_end_ns"] for s in benchlib.read_jsonl(path)]
+        with open(path, "w") as f:
+            f.writelines(json.dumps(dict(t_end_ns=e)) + "\n" for e in ends)
+
+
+if not args.full_archive:
+    rewrite_truth()
 with tarfile.open(os.path.join(args.out, "twin.tgz"), "w:gz") as t:
-    t.add(res, arcname="twin")
+    t.add(res, arcname="twin", filter=slim)
