@@ -52,7 +52,7 @@ the whole truth logs.
 --fake runs benchfake/fakejob.py as the job: a dry run of the control
 flow on a machine without torch or a GPU.
 """
-import argparse, json, os, resource, shlex, signal, subprocess, sys, tarfile, time
+import argparse, io, json, os, resource, shlex, signal, subprocess, sys, tarfile, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -221,25 +221,28 @@ with open(os.path.join(res, "table.md"), "w") as f:
 
 
 def slim(info):
-    """What twinstats reads and a reader checks: a committed run keeps the
-    logs, not each window's --jsonl (twinstats never reads it), and
-    rewrite_truth() leaves only the step ends in the truth logs."""
-    if args.full_archive:
-        return info
-    if os.path.basename(info.name).endswith(".jsonl") and os.path.basename(info.name).startswith("w"):
+    """What twinstats reads and a reader checks: the logs, not each
+    window's --jsonl (twinstats never reads it); the truth logs are
+    added apart, cut to their step ends."""
+    name = os.path.basename(info.name)
+    if name == "truth.jsonl" or name.startswith("w") and name.endswith(".jsonl"):
         return None
     return info
 
 
-def rewrite_truth():
-    for c in copies:
-        path = os.path.join(c["dir"], "truth.jsonl")
-        ends = [s["t_end_ns"] for s in benchlib.read_jsonl(path)]
-        with open(path, "w") as f:
-            f.writelines(json.dumps(dict(t_end_ns=e)) + "\n" for e in ends)
+def add_step_ends(t, c):
+    """c's truth log in t with only each step's end, the one field
+    twinstats reads; the log on disk stays whole."""
+    data = "".join(json.dumps(dict(t_end_ns=s["t_end_ns"])) + "\n" for s in truth(c)).encode()
+    info = tarfile.TarInfo(os.path.join("twin", c["name"], "truth.jsonl"))
+    info.size, info.mtime = len(data), int(time.time())
+    t.addfile(info, io.BytesIO(data))
 
 
-if not args.full_archive:
-    rewrite_truth()
 with tarfile.open(os.path.join(args.out, "twin.tgz"), "w:gz") as t:
-    t.add(res, arcname="twin", filter=slim)
+    if args.full_archive:
+        t.add(res, arcname="twin")
+    else:
+        t.add(res, arcname="twin", filter=slim)
+        for c in copies:
+            add_step_ends(t, c)
