@@ -77,11 +77,18 @@ func (s *symbolizer) frames(pid uint32, addrs []uint64, now time.Time) []events.
 	for _, a := range addrs {
 		f, ok := p.names[a]
 		if !ok {
-			f = s.name(pid, p, a, now)
-			if len(p.names) >= namesMax {
-				clear(p.names)
+			var mapped bool
+			f, mapped = s.name(pid, p, a, now)
+			// An address no mapping held is not kept: the library may
+			// be loaded after the maps were read (a CUDA runtime
+			// dlopened just after the attach), and the maps are read
+			// again for it once mapsRetry has passed.
+			if mapped {
+				if len(p.names) >= namesMax {
+					clear(p.names)
+				}
+				p.names[a] = f
 			}
-			p.names[a] = f
 		}
 		out = append(out, f)
 	}
@@ -183,25 +190,26 @@ func cmpU64(a, b uint64) int {
 	return 0
 }
 
-// name is the frame at address a of process pid.
-func (s *symbolizer) name(pid uint32, p *procMappings, a uint64, now time.Time) events.NativeFrame {
+// name is the frame at address a of process pid; mapped is false where
+// no executable file mapping held a.
+func (s *symbolizer) name(pid uint32, p *procMappings, a uint64, now time.Time) (frame events.NativeFrame, mapped bool) {
 	m, ok := findMapping(p.maps, a)
 	if !ok && now.Sub(p.readAt) >= mapsRetry {
 		s.readMaps(pid, p, now)
 		m, ok = findMapping(p.maps, a)
 	}
 	if !ok {
-		return events.NativeFrame{Offset: a}
+		return events.NativeFrame{Offset: a}, false
 	}
 	f := m.file(s.procRoot, int(pid))
 	off := a - m.start + m.offset
-	frame := events.NativeFrame{Module: f.Base(), Offset: off}
+	frame = events.NativeFrame{Module: f.Base(), Offset: off}
 	fs := s.file(f)
 	frame.Interp = fs.interp
 	if name, ok := fs.lookup(off); ok {
 		frame.Func, frame.Offset = name, 0
 	}
-	return frame
+	return frame, true
 }
 
 func findMapping(maps []mapping, a uint64) (mapping, bool) {
