@@ -225,7 +225,7 @@ def slim(info):
     window's --jsonl (twinstats never reads it); the truth logs are
     added apart, cut to their step ends."""
     name = os.path.basename(info.name)
-    if name == "truth.jsonl" or name.startswith("w") and name.endswith(".jsonl"):
+    if name == "truth.jsonl" or (name.startswith("w") and name.endswith(".jsonl")):
         return None
     return info
 
