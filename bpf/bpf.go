@@ -300,17 +300,35 @@ func (o *Objects) TwinCounts(pid uint32) (map[uint16]uint64, error) {
 	return out, nil
 }
 
-// RaiseRuntimeGeneration ends every runtime call the programs hold as in
-// flight: their probes were detached, and their returns will not be seen.
-func (o *Objects) RaiseRuntimeGeneration() error {
-	var gen uint64
-	if err := o.RtGen.Get(&gen); err != nil {
-		return fmt.Errorf("read rt_gen: %w", err)
+// RaiseRuntimeGeneration ends every runtime call of the given twin groups
+// (their COOKIE_TWIN codes) that the programs hold as in flight: the
+// groups' runtime probes were detached, and those calls' returns will not
+// be seen. Calls of other groups stay in flight.
+func (o *Objects) RaiseRuntimeGeneration(twins ...uint64) error {
+	gen, err := o.RuntimeGenerations()
+	if err != nil {
+		return err
 	}
-	if err := o.RtGen.Set(gen + 1); err != nil {
+	for _, g := range twins {
+		if g == 0 || g >= uint64(len(gen)) {
+			return fmt.Errorf("raise rt_gen: no twin group %d", g)
+		}
+		gen[g]++
+	}
+	if err := o.RtGen.Set(gen); err != nil {
 		return fmt.Errorf("set rt_gen: %w", err)
 	}
 	return nil
+}
+
+// RuntimeGenerations are the runtime calls' generations by twin group
+// (index: COOKIE_TWIN code).
+func (o *Objects) RuntimeGenerations() ([CookieTwinMask + 1]uint64, error) {
+	var gen [CookieTwinMask + 1]uint64
+	if err := o.RtGen.Get(&gen); err != nil {
+		return gen, fmt.Errorf("read rt_gen: %w", err)
+	}
+	return gen, nil
 }
 
 // ForgetTwins drops a process's twin counts (it was detached).

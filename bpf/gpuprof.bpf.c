@@ -185,7 +185,7 @@ struct call_slot {
 	__u64 start_ns;
 	__u64 sp;
 	__u64 cookie;
-	__u64 gen; // rt_gen at entry (runtime calls)
+	__u64 gen; // its twin group's rt_gen at entry (runtime calls)
 	__u64 args[NARGS];
 };
 
@@ -391,7 +391,18 @@ struct {
 // rt_gen is raised by gpuprof each time it detaches runtime probes: a
 // runtime call whose return will never be seen then stops counting as in
 // flight, which would hide the thread's later driver calls as its own.
-volatile __u64 rt_gen = 0;
+// One generation per twin group (COOKIE_TWIN; 0, calls of none, is never
+// raised): a call of a group still probed at both layers stays in flight.
+// With one for all, an elapsed-time read in flight as the copies' runtime
+// probes went had its driver twin taken for a read made straight to the
+// driver, and that one read decided the event calls for the driver.
+volatile __u64 rt_gen[COOKIE_TWIN_MASK + 1];
+
+// rt_gen_of is the generation of a runtime call with this cookie.
+static __always_inline __u64 rt_gen_of(__u64 cookie)
+{
+	return rt_gen[COOKIE_TWIN(cookie)];
+}
 
 // Wake the reader only when this many bytes wait; below it the reader polls.
 volatile const __u64 wakeup_bytes = 1 << 20;
@@ -481,7 +492,7 @@ static __always_inline void count_wait(__u64 cookie, int reported)
 // call at sp is made.
 static __always_inline int rt_in_flight(struct thread_state *ts, __u64 sp)
 {
-	return ts->rt.start_ns && ts->rt.sp > sp && ts->rt.gen == rt_gen;
+	return ts->rt.start_ns && ts->rt.sp > sp && ts->rt.gen == rt_gen_of(ts->rt.cookie);
 }
 
 // count_twin counts a driver call made underneath a runtime call of the
@@ -580,11 +591,11 @@ int api_entry(struct pt_regs *ctx)
 		count_twin(cookie, ts->rt.cookie);
 		return 0;
 	}
-	if (slot->start_ns && slot->sp > sp && (slot != &ts->rt || slot->gen == rt_gen))
+	if (slot->start_ns && slot->sp > sp && (slot != &ts->rt || slot->gen == rt_gen_of(slot->cookie)))
 		return 0; // nested call of the same layer; the outer one reports
 	slot->sp = sp;
 	slot->cookie = cookie;
-	slot->gen = rt_gen;
+	slot->gen = rt_gen_of(cookie);
 	slot->args[0] = PT_REGS_PARM1(ctx);
 	slot->args[1] = PT_REGS_PARM2(ctx);
 	slot->args[2] = PT_REGS_PARM3(ctx);
@@ -1450,7 +1461,7 @@ static __always_inline int in_probed_call(struct thread_state *ts)
 {
 	if (!ts)
 		return 0;
-	return (ts->rt.start_ns && ts->rt.gen == rt_gen) || ts->drv.start_ns || ts->user.start_ns ||
+	return (ts->rt.start_ns && ts->rt.gen == rt_gen_of(ts->rt.cookie)) || ts->drv.start_ns || ts->user.start_ns ||
 	       ts->py.start_ns || ts->gil.start_ns;
 }
 

@@ -66,11 +66,15 @@ func withoutCaller(c uint64) uint64 {
 	return c &^ cookieField(bpf.CookieCallerMask, bpf.CookieCallerShift, bpf.CookieCallerMask)
 }
 
-// twinCode is a twin group as the BPF programs see it (COOKIE_TWIN): a
-// driver call is counted as a runtime call's twin only under a runtime
-// call of its own group.
-func twinCode(a cudaapi.API) uint64 {
-	switch twinGroup(a) {
+// twinCode is a call's twin group as the BPF programs see it
+// (COOKIE_TWIN): a driver call is counted as a runtime call's twin only
+// under a runtime call of its own group.
+func twinCode(a cudaapi.API) uint64 { return twinGroupCode(twinGroup(a)) }
+
+// twinGroupCode is twin group g's COOKIE_TWIN code, 0 for none; also the
+// index of the group's runtime generation (rt_gen).
+func twinGroupCode(g string) uint64 {
+	switch g {
 	case twinCopies:
 		return 1
 	case twinSyncs:

@@ -247,7 +247,7 @@ func (d *twinDecider) decide(t *target) {
 	}
 	seen, undirected := twinsSeen(hits, d.cfg.Launches)
 	var gone []link.Link
-	raise := false
+	var raise []uint64 // the twin codes of the groups whose runtime probes go
 	d.mu.Lock()
 	counts := d.calls[t.pid]
 	for g, n := range counts {
@@ -264,7 +264,7 @@ func (d *twinDecider) decide(t *target) {
 			n.window = [2]uint64{}
 			continue
 		case twinDriver:
-			raise = true
+			raise = append(raise, twinGroupCode(g))
 			d.cfg.Log.Info("CUDA runtime probes detached: the driver's time these calls and those made straight to it",
 				"pid", t.pid, "calls", g, "runtime", n.runtime, "seen in the driver", seen[g])
 		case twinRuntime:
@@ -277,11 +277,11 @@ func (d *twinDecider) decide(t *target) {
 	}
 	d.mu.Unlock()
 	var after func()
-	if raise {
+	if len(raise) > 0 {
 		// The runtime calls in flight as their probes went will never be
-		// seen returning.
+		// seen returning; those of groups still undecided will.
 		after = func() {
-			if err := d.objs.RaiseRuntimeGeneration(); err != nil {
+			if err := d.objs.RaiseRuntimeGeneration(raise...); err != nil {
 				d.cfg.Log.Warn("runtime calls in flight not ended", "err", err)
 			}
 		}

@@ -197,6 +197,72 @@ func TestLibraryRecordsSettleOnTheRuntime(t *testing.T) {
 	}
 }
 
+// TestRaisedGenerationKeepsOtherGroupsInFlight: the copies' runtime
+// generation raised (as when their runtime probes go) again and again
+// while the demo's elapsed-time reads sit in the runtime, their driver
+// twins still to come (the stand-in runtime sleeps before it reaches the
+// driver). The reads stay in flight: their twins are counted under them,
+// never reported as reads made straight to the driver. With one generation
+// for every group, one such read decided CI's
+// TestLibraryRecordsSettleOnTheRuntime for the driver.
+func TestRaisedGenerationKeepsOtherGroupsInFlight(t *testing.T) {
+	t.Setenv("GPUPROF_STANDIN_READ_DELAY_US", "30000") // ~3/4 of each step
+	s := openSession(t)
+	d := startDemo(t, "--steps", "200", "--start-delay", "0.3")
+	waitForFile(t, d.PID(), "libcuda.so.1")
+	if _, err := s.Attach(d.PID()); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	raised := make(chan error, 1)
+	go func() {
+		tick := time.NewTicker(70 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				raised <- nil
+				return
+			case <-tick.C:
+				if err := s.objs.RaiseRuntimeGeneration(twinGroupCode(twinCopies)); err != nil {
+					raised <- err
+					return
+				}
+			}
+		}
+	}()
+	c, err := runFor(t, s, 1500*time.Millisecond)
+	close(done)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-raised; err != nil {
+		t.Fatal(err)
+	}
+	// From the first read whose entry was seen: a read in flight as the
+	// probes were attached has its twin reported, rightly.
+	var first uint64
+	reads, direct := 0, 0
+	for _, e := range c.evs {
+		a, ok := cudaapi.ByID(e.API)
+		if e.Kind != events.KindCall || !ok || a.Class != cudaapi.ClassElapsed {
+			continue
+		}
+		switch {
+		case a.Layer == cudaapi.LayerRuntime:
+			reads++
+			if first == 0 || e.Start < first {
+				first = e.Start
+			}
+		case a.Layer == cudaapi.LayerDriver && first != 0 && e.Start > first:
+			direct++
+		}
+	}
+	if reads < 10 || direct != 0 {
+		t.Errorf("%d runtime elapsed-time reads, %d driver reads after the first, as the copies' generation was raised every 70 ms; want ~30 and none", reads, direct)
+	}
+}
+
 // TestTwinWindows: the session's own counting (countTwins, decideTwins)
 // fed call events for a process that is not there. Direct driver calls
 // while the job sets up (NCCL connecting the ranks) only put the decision
@@ -257,16 +323,25 @@ func TestTwinWindows(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer objs.ForgetTwins(seen)
-	var gen0, gen1 uint64
-	objs.RtGen.Get(&gen0)
+	gen0, err := objs.RuntimeGenerations()
+	if err != nil {
+		t.Fatal(err)
+	}
 	s.twins.observe(call("cudaMemcpyAsync", seen, twinEvidence))
 	s.closer.wait() // the generation is raised once the runtime's links are closed
-	objs.RtGen.Get(&gen1)
+	gen1, err := objs.RuntimeGenerations()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if s.twins.layers[seen][twinCopies] != twinDriver || len(rt.twins) != 0 {
 		t.Errorf("layer %v, runtime twins %v, want the driver's", s.twins.layers[seen][twinCopies], rt.twins)
 	}
-	if gen1 != gen0+1 {
-		t.Errorf("runtime generation %d after %d, want raised once as the runtime's probes went", gen1, gen0)
+	// Only the copies' generation: an elapsed-time read in flight stays in
+	// flight (TestRaisedGenerationKeepsOtherGroupsInFlight).
+	want := gen0
+	want[twinGroupCode(twinCopies)]++
+	if gen1 != want {
+		t.Errorf("runtime generations %v after %v, want the copies' raised once as the runtime's probes went, no other", gen1, gen0)
 	}
 
 	// A copy the driver saw with no direction keeps the runtime's probes.

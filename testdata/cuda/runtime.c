@@ -15,7 +15,9 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime_internal.h"
 
@@ -23,12 +25,18 @@
 
 static struct rt_driver driver;
 static int driver_ok;
+
+/* GPUPROF_STANDIN_READ_DELAY_US: an elapsed-time read sleeps this long
+ * before it reaches the driver, so that the runtime call is in flight with
+ * its driver twin still to come for most of the time (gpuprof's
+ * TestRaisedGenerationKeepsOtherGroupsInFlight). Read with the driver. */
+static useconds_t read_delay_us;
 static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
 
 static void load_driver(void)
 {
 	char path[PATH_MAX];
-	const char *slash;
+	const char *slash, *delay;
 	Dl_info self;
 	void *h;
 	int n;
@@ -68,6 +76,9 @@ static void load_driver(void)
 		fprintf(stderr, "libcudart.so.13 (stand-in): cuInit failed\n");
 		return;
 	}
+	delay = getenv("GPUPROF_STANDIN_READ_DELAY_US");
+	if (delay != NULL)
+		read_delay_us = (useconds_t)strtoul(delay, NULL, 10);
 	driver_ok = 1;
 }
 
@@ -211,14 +222,25 @@ cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t stream
 }
 
 /* CUDA 13's runtime reads elapsed times through the driver's _v2. */
+static cudaError_t read_elapsed(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+	const struct rt_driver *drv = rt_driver();
+
+	if (drv == NULL)
+		return rt_status(cudaErrorInitializationError);
+	if (read_delay_us > 0)
+		usleep(read_delay_us);
+	return rt_status(drv->cuEventElapsedTime_v2(ms, start, end));
+}
+
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
 {
-	RT_DO(drv->cuEventElapsedTime_v2(ms, start, end));
+	return read_elapsed(ms, start, end);
 }
 
 cudaError_t cudaEventElapsedTime_v2(float *ms, cudaEvent_t start, cudaEvent_t end)
 {
-	RT_DO(drv->cuEventElapsedTime_v2(ms, start, end));
+	return read_elapsed(ms, start, end);
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event)
