@@ -123,7 +123,14 @@ type codeAddr struct {
 func (s *symbolizer) code(pid uint32, a uint64, now time.Time) (codeAddr, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p := s.proc(pid, now)
+	return s.place(pid, s.proc(pid, now), a, now)
+}
+
+// place is address a of process pid as a place in a file (codeAddr, its
+// symbol not read); ok is false where no executable file mapping holds
+// a, even after the maps were read again (at most once a mapsRetry).
+// Under mu.
+func (s *symbolizer) place(pid uint32, p *procMappings, a uint64, now time.Time) (codeAddr, bool) {
 	m, ok := findMapping(p.maps, a)
 	if !ok && now.Sub(p.readAt) >= mapsRetry {
 		s.readMaps(pid, p, now)
@@ -133,9 +140,7 @@ func (s *symbolizer) code(pid uint32, a uint64, now time.Time) (codeAddr, bool) 
 		return codeAddr{}, false
 	}
 	f := m.file(s.procRoot, int(pid))
-	c := codeAddr{module: f.Base(), path: f.HostPath, off: a - m.start + m.offset}
-	c.file = s.file(f)
-	return c, true
+	return codeAddr{module: f.Base(), path: f.HostPath, off: a - m.start + m.offset, file: s.file(f)}, true
 }
 
 // withSymbol is c with its function symbol (codeAddr.symbol) read.
@@ -193,20 +198,12 @@ func cmpU64(a, b uint64) int {
 // name is the frame at address a of process pid; mapped is false where
 // no executable file mapping held a.
 func (s *symbolizer) name(pid uint32, p *procMappings, a uint64, now time.Time) (frame events.NativeFrame, mapped bool) {
-	m, ok := findMapping(p.maps, a)
-	if !ok && now.Sub(p.readAt) >= mapsRetry {
-		s.readMaps(pid, p, now)
-		m, ok = findMapping(p.maps, a)
-	}
+	c, ok := s.place(pid, p, a, now)
 	if !ok {
 		return events.NativeFrame{Offset: a}, false
 	}
-	f := m.file(s.procRoot, int(pid))
-	off := a - m.start + m.offset
-	frame = events.NativeFrame{Module: f.Base(), Offset: off}
-	fs := s.file(f)
-	frame.Interp = fs.interp
-	if name, ok := fs.lookup(off); ok {
+	frame = events.NativeFrame{Module: c.module, Offset: c.off, Interp: c.file.interp}
+	if name, ok := c.file.lookup(c.off); ok {
 		frame.Func, frame.Offset = name, 0
 	}
 	return frame, true
