@@ -2,6 +2,7 @@ package probes
 
 import (
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/cilium/ebpf/link"
@@ -209,6 +210,10 @@ type twinDecider struct {
 	// layers are the twin groups decided, by process; under mu. A
 	// library the process loads later is probed at that layer only.
 	layers map[int]map[string]twinLayer
+	// raising orders the raises of the runtime generations, each a read
+	// and a write of all of them, made as closes end in the background:
+	// two at once could lose one.
+	raising sync.Mutex
 }
 
 func newTwinDecider(c *core) *twinDecider {
@@ -281,6 +286,8 @@ func (d *twinDecider) decide(t *target) {
 		// The runtime calls in flight as their probes went will never be
 		// seen returning; those of groups still undecided will.
 		after = func() {
+			d.raising.Lock()
+			defer d.raising.Unlock()
 			if err := d.objs.RaiseRuntimeGeneration(raise...); err != nil {
 				d.cfg.Log.Warn("runtime calls in flight not ended", "err", err)
 			}
