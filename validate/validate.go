@@ -253,7 +253,13 @@ func Median(rows []Row, field string, skip int) (float64, bool) {
 
 // Compare lines the logs up and compares the medians of the fields both
 // have, over truth steps numbered skip or later (warm-up excluded), plus
-// "period": the time from one step's start to the next's.
+// "period": the time from one step's end to the next's, in both logs.
+// Ends on both sides, as the steps are matched by their ends: a log's
+// start-to-start periods are its end-to-end ones a step earlier, and
+// where steps vary widely the two medians differ by whatever lies between
+// neighbouring values at the middle. In a run of
+// TestDataLoaderPipelines/mp/data (periods 5-140 ms) the log's read
+// 25.64 and 23.51 ms, gpuprof's end to end 23.49 ms.
 func Compare(truth, ours []Row, skip int, tol float64, required []string) Result {
 	return compare(truth, ours, skip, tol, required, median)
 }
@@ -295,8 +301,8 @@ func compare(truth, ours []Row, skip int, tol float64, required []string, center
 				add(k, tv, ov)
 			}
 		}
-		if i > 0 && kept[i-1].Truth.Step+1 == m.Truth.Step && m.Truth.Start != 0 {
-			add("period", float64(m.Truth.Start-kept[i-1].Truth.Start)/1e9,
+		if i > 0 && kept[i-1].Truth.Step+1 == m.Truth.Step {
+			add("period", float64(m.Truth.End-kept[i-1].Truth.End)/1e9,
 				float64(m.Ours.End-kept[i-1].Ours.End)/1e9)
 		}
 	}

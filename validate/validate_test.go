@@ -1,6 +1,7 @@
 package validate
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -183,5 +184,37 @@ func TestCapacityPassesWithItsTime(t *testing.T) {
 	}
 	if res := compare(5.2e-6); res.FieldsPass() { // +1.2 µs, over the floor
 		t.Fatalf("a step_time off by more than the floor passed, or its capacity: %+v", res.Fields)
+	}
+}
+
+// TestPeriodEndToEnd: a data-bound loop's steps vary widely (here 4 to
+// 140 ms, 0.2 ms apart). Its start-to-start periods are its end-to-end
+// ones a step earlier, so over a spread this wide their medians differ
+// (21 against 35.5 ms); gpuprof's steps, ending where the loop's do, pass
+// on the period measured end to end on both sides.
+func TestPeriodEndToEnd(t *testing.T) {
+	const gap = 200_000 // ns between one step's end and the next's start
+	var truth, ours []Row
+	end := uint64(1_000_000_000)
+	for i, ms := range []uint64{4, 10, 12, 30, 41, 45, 140} {
+		start := end + gap
+		end = start + ms*1_000_000
+		truth = append(truth, Row{Step: i, Start: start, End: end, Fields: map[string]float64{}})
+		// gpuprof's step starts at the previous one's end, and ends 30 µs
+		// after the loop's (its last probed call).
+		o := Row{Step: i, Start: start - gap, End: end + 30_000, Fields: map[string]float64{}}
+		if i > 0 {
+			o.Start = ours[i-1].End
+		}
+		ours = append(ours, o)
+	}
+	res := Compare(truth, ours, 0, 0.05, []string{"period"})
+	if !res.OneToOne || !res.Pass() {
+		t.Fatalf("one to one %v, fields %+v: want the period to pass", res.OneToOne, res.Fields)
+	}
+	for _, f := range res.Fields {
+		if f.Name == "period" && (f.N != 6 || math.Abs(f.Truth-0.0357) > 1e-4) {
+			t.Errorf("period over %d steps, median %.4f s; want 6, the log's end-to-end 0.0357 s", f.N, f.Truth)
+		}
 	}
 }
