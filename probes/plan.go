@@ -18,8 +18,16 @@ const (
 	ProgInstant                    // api_instant: emits the event at entry
 )
 
-// callPrograms are the programs that report CUDA calls.
-var callPrograms = []Program{ProgEntry, ProgReturn, ProgInstant}
+// callPrograms are the programs that report CUDA calls, in the order
+// they are attached: a call's return probe before its entry probe (the
+// mirror of closeLinks). A call entered between the two is then seen at
+// neither end, and the layer under it reports it. The other way round, a
+// runtime call entered once its entry probe was in but before its return
+// probe was (a gap of up to ~7 ms on the dev VM) was lost, and hid the
+// driver calls under it: a sync-timed loop lost a step's syncs and copy
+// at the attach, and its first step was cut at the sync after the copy
+// in (TestLoopShapes/c/sync/data, 2 runs in 55).
+var callPrograms = []Program{ProgReturn, ProgEntry, ProgInstant}
 
 func (p Program) String() string {
 	return [...]string{"", "entry", "return", "launch-count", "lib-load", "entry-only"}[p]
