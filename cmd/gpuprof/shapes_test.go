@@ -189,7 +189,7 @@ func checkShape(t *testing.T, run shapeRun) {
 			}
 		}
 	}
-	want := shapeVerdict(t, truth)
+	want, edge := shapeVerdict(t, truth)
 	if want == "bottleneck: balanced" && strings.Contains(r.stdout, "the pool held a step's") {
 		// The log's rule sees the gets' time alone; gpuprof also sees the
 		// pool holding a whole step's samples at 90% of step ends, whose
@@ -202,7 +202,7 @@ func checkShape(t *testing.T, run shapeRun) {
 	}
 	got := summaryLine(r.stdout, "bottleneck:")
 	t.Logf("verdict: want %q, gpuprof: %q; %s", want, got, summaryLine(r.stdout, "step boundary"))
-	if !strings.HasPrefix(got, want) {
+	if !strings.HasPrefix(got, want) && (edge == "" || !strings.HasPrefix(got, edge)) {
 		t.Errorf("verdict %q, want %q by the seed's rule on the loop's log", got, want)
 	}
 }
@@ -251,8 +251,12 @@ func okText(ok bool) string {
 // shapeVerdict is the seed's rule applied to the loop's log: a dispatch
 // wait of 30% or more of a step (step_time and the wait) is
 // inference-bound, 5-30% balanced; otherwise seedVerdict's data against
-// compute.
-func shapeVerdict(t *testing.T, truthPath string) string {
+// compute. Within a tenth of an edge (a share of 4.5-5.5% or 27-33%) the
+// verdict on either side of it passes, edge naming the other, as
+// seedVerdict leaves its own rule's edge: accum/compute's wait, a sliver
+// of its step, was 5.2% of it in the log and 3.2% by gpuprof in one
+// fresh-clone CI run (2026-12-07), whose verdict then said compute.
+func shapeVerdict(t *testing.T, truthPath string) (want, edge string) {
 	t.Helper()
 	rows, err := validate.ReadJSONL(truthPath)
 	if err != nil {
@@ -260,13 +264,26 @@ func shapeVerdict(t *testing.T, truthPath string) string {
 	}
 	wait, _ := validate.Median(rows, "dispatch_wait", 5)
 	step, _ := validate.Median(rows, "step_time", 5)
-	switch share := wait / (step + wait); {
-	case share >= 0.30:
-		return "bottleneck: inference"
-	case share >= 0.05:
-		return "bottleneck: balanced"
+	share := wait / (step + wait)
+	rule := func(share float64) string {
+		switch {
+		case share >= 0.30:
+			return "bottleneck: inference"
+		case share >= 0.05:
+			return "bottleneck: balanced"
+		}
+		return seedVerdict(t, truthPath)
 	}
-	return seedVerdict(t, truthPath)
+	want = rule(share)
+	for _, at := range []float64{0.05, 0.30} {
+		if math.Abs(share/at-1) < 0.1 {
+			if edge = rule(at * 0.9); edge == want {
+				edge = rule(at * 1.1)
+			}
+			t.Logf("dispatch wait %.1f%% of the step, at the rule's %.0f%% edge: %q or %q", 100*share, 100*at, want, edge)
+		}
+	}
+	return want, edge
 }
 
 // summaryLine is the first line of the summary that begins (after blanks)
