@@ -265,6 +265,7 @@ func shapeVerdict(t *testing.T, truthPath string) (want, edge string) {
 	wait, _ := validate.Median(rows, "dispatch_wait", 5)
 	step, _ := validate.Median(rows, "step_time", 5)
 	share := wait / (step + wait)
+	var training string // seedVerdict's, read once and only where the rule needs it
 	rule := func(share float64) string {
 		switch {
 		case share >= 0.30:
@@ -272,7 +273,10 @@ func shapeVerdict(t *testing.T, truthPath string) (want, edge string) {
 		case share >= 0.05:
 			return "bottleneck: balanced"
 		}
-		return seedVerdict(t, truthPath)
+		if training == "" {
+			training = seedVerdict(t, truthPath)
+		}
+		return training
 	}
 	want = rule(share)
 	for _, at := range []float64{0.05, 0.30} {
