@@ -2,6 +2,7 @@ package probes
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -211,6 +212,20 @@ func waitForFile(t *testing.T, pid int, base string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("PID %d did not map %s", pid, base)
+}
+
+// waitForSteps waits until the demo has logged n steps.
+func waitForSteps(t *testing.T, d demo, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(d.Truth)
+		if bytes.Count(b, []byte("\n")) >= n {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("the demo (PID %d) did not log %d steps in 10 s", d.PID(), n)
 }
 
 // probedBytes reads the first byte at each probe address in the target's

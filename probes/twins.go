@@ -119,6 +119,32 @@ type twinTally struct {
 	// directReads: elapsed-time reads straight to the driver since
 	// attach; any keeps the direct records probed (twinVerdict).
 	directReads uint64
+	// since is when the group's runtime probes were last attached
+	// (CLOCK_MONOTONIC ns, the events' clock), 0 while none are. A driver
+	// call that began before it may be a runtime call's twin that no
+	// probe saw enter (a library's probes go in one after the other, the
+	// driver's often first), so only later ones count as calls straight
+	// to the driver.
+	since uint64
+	// threads are those with an event call seen since (twinEvents only).
+	// A thread's first may be the driver twin of a runtime read that was
+	// in flight as the probes went in: that read counts in no
+	// directReads. A thread that reads straight from the driver reads
+	// again.
+	threads map[uint32]struct{}
+}
+
+// firstOf says whether tid's is the first event call seen since the
+// runtime's probes went in, and notes it.
+func (n *twinTally) firstOf(tid uint32) bool {
+	if _, ok := n.threads[tid]; ok {
+		return false
+	}
+	if n.threads == nil {
+		n.threads = map[uint32]struct{}{}
+	}
+	n.threads[tid] = struct{}{}
+	return true
 }
 
 // twinCounts are one process's tallies by twin group; nil once decided.
@@ -145,9 +171,16 @@ func (c twinCounts) count(ev *events.Event, sampledD2D bool) {
 	case cudaapi.LayerRuntime:
 		n.window[0]++
 		n.runtime++
+		if g == twinEvents {
+			n.firstOf(ev.TID)
+		}
 	case cudaapi.LayerDriver:
+		if n.since == 0 || ev.Start < n.since {
+			return
+		}
 		n.window[1]++
-		if a.Class == cudaapi.ClassElapsed {
+		first := g == twinEvents && n.firstOf(ev.TID)
+		if a.Class == cudaapi.ClassElapsed && !first {
 			n.directReads++
 		}
 	}
@@ -449,8 +482,13 @@ func (d *twinDecider) attach(t *target, lib *attachedLib, twins map[string]Libra
 		if d.calls[t.pid] == nil {
 			d.calls[t.pid] = twinCounts{}
 		}
-		if d.calls[t.pid][g] == nil {
-			d.calls[t.pid][g] = &twinTally{}
+		n := d.calls[t.pid][g]
+		if n == nil {
+			n = &twinTally{}
+			d.calls[t.pid][g] = n
+		}
+		if tp.Layer == cudaapi.LayerRuntime {
+			n.since = monotonicNow()
 		}
 		d.mu.Unlock()
 	}

@@ -263,6 +263,87 @@ func TestRaisedGenerationKeepsOtherGroupsInFlight(t *testing.T) {
 	}
 }
 
+// TestDirectReadsFromTheAttach: a job attached mid-run, whose direct
+// records (a library's own, as NCCL's) leave its event calls to the
+// runtime. Its reads are the runtime's, but at the attach two kinds of
+// them reach the driver with no runtime call seen around them, and
+// counted as reads made straight to the driver they kept the event calls
+// on the driver (NCCL's records probed there, ~51 traps a step on each
+// DDP rank, for the whole attach):
+//   - "between": reads made after the driver's probes went in and before
+//     the runtime's (the stand-in's driver is attached first, as on the
+//     GPU host); 8 attaches in 10 before the fix;
+//   - "in flight": a read the stand-in runtime holds for ~3/4 of each
+//     step before it reaches the driver, so that the attach most often
+//     lands in one; 8 in 8.
+func TestDirectReadsFromTheAttach(t *testing.T) {
+	for _, c := range []struct {
+		name, delayUS, steps string
+	}{
+		{"between", "0", "2000"},      // ~10 ms a step
+		{"in flight", "30000", "300"}, // ~40 ms a step
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("GPUPROF_STANDIN_READ_DELAY_US", c.delayUS)
+			s := openSession(t)
+			d := startDemo(t, "--steps", c.steps, "--direct-records", "20")
+			waitForSteps(t, d, 3)
+			if _, err := s.Attach(d.PID()); err != nil {
+				t.Fatal(err)
+			}
+			// Three runtime event calls a step: twinEvidence of them
+			// in 2.7 s at most.
+			if _, err := runFor(t, s, 4*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			s.mu.Lock()
+			n, layer := s.twins.calls[d.PID()][twinEvents], s.twins.layers[d.PID()][twinEvents]
+			s.mu.Unlock()
+			if n != nil || layer != twinRuntime {
+				t.Errorf("event calls: %v (counts %+v), want the runtime's", layer, n)
+			}
+		})
+	}
+}
+
+// TestTwinTallyFromTheAttach: what counts as a call straight to the
+// driver. Driver calls from before the runtime's probes went in may be
+// the twins of runtime calls no probe saw enter, and a thread's first
+// event call after may be one still in flight; neither is evidence.
+func TestTwinTallyFromTheAttach(t *testing.T) {
+	read := func(name string, tid uint32, start uint64) *events.Event {
+		a, ok := cudaapi.ByName(name)
+		if !ok {
+			t.Fatalf("no %s", name)
+		}
+		return &events.Event{Kind: events.KindCall, API: a.ID, TID: tid, Start: start}
+	}
+	n := &twinTally{}
+	c := twinCounts{twinEvents: n}
+	c.count(read("cuEventElapsedTime_v2", 1, 50), false)
+	if n.window[1] != 0 {
+		t.Errorf("a driver read with no runtime probes in: %+v, want it not counted", n)
+	}
+	n.since = 100
+	for _, ev := range []*events.Event{
+		read("cuEventElapsedTime_v2", 1, 99),  // before the runtime's probes went in
+		read("cuEventElapsedTime_v2", 2, 150), // thread 2's first: maybe a read in flight
+		read("cudaEventElapsedTime", 3, 160),  // thread 3 seen in the runtime
+		read("cuEventRecord", 4, 170),         // thread 4's first: a record
+	} {
+		c.count(ev, false)
+	}
+	if n.window != [2]uint64{1, 2} || n.directReads != 0 {
+		t.Errorf("counts %+v, want 1 runtime call, 2 direct, no direct read", n)
+	}
+	for _, tid := range []uint32{2, 3, 4} {
+		c.count(read("cuEventElapsedTime_v2", tid, 200), false)
+	}
+	if n.directReads != 3 {
+		t.Errorf("%d direct reads on threads already seen, want 3", n.directReads)
+	}
+}
+
 // TestTwinWindows: the session's own counting (countTwins, decideTwins)
 // fed call events for a process that is not there. Direct driver calls
 // while the job sets up (NCCL connecting the ranks) only put the decision
@@ -275,7 +356,7 @@ func TestTwinWindows(t *testing.T) {
 		if !ok {
 			t.Fatalf("no %s", name)
 		}
-		return slices.Repeat([]events.Event{{Kind: events.KindCall, PID: uint32(pid), API: a.ID}}, n)
+		return slices.Repeat([]events.Event{{Kind: events.KindCall, PID: uint32(pid), API: a.ID, Start: 1}}, n)
 	}
 	s := openSession(t)
 	s.cfg.Log = slog.New(slog.DiscardHandler)
@@ -284,7 +365,7 @@ func TestTwinWindows(t *testing.T) {
 		drv = &attachedLib{plan: LibraryPlan{Layer: cudaapi.LayerDriver}, twins: map[string][]link.Link{twinCopies: nil}}
 		s.mu.Lock()
 		s.targets[pid] = &target{pid: pid, libs: map[string]*attachedLib{"libcudart": rt, "libcuda": drv}}
-		s.twins.calls[pid] = twinCounts{twinCopies: &twinTally{}}
+		s.twins.calls[pid] = twinCounts{twinCopies: &twinTally{since: 1}}
 		s.mu.Unlock()
 		return rt, drv
 	}
