@@ -2,7 +2,6 @@ package probes
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -217,15 +216,9 @@ func waitForFile(t *testing.T, pid int, base string) {
 // waitForSteps waits until the demo has logged n steps.
 func waitForSteps(t *testing.T, d demo, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		b, _ := os.ReadFile(d.Truth)
-		if bytes.Count(b, []byte("\n")) >= n {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+	if got := testenv.WaitForLines(d.Truth, n, 10*time.Second, nil); got < n {
+		t.Fatalf("the demo (PID %d) logged %d steps in 10 s, want %d", d.PID(), got, n)
 	}
-	t.Fatalf("the demo (PID %d) did not log %d steps in 10 s", d.PID(), n)
 }
 
 // probedBytes reads the first byte at each probe address in the target's

@@ -217,7 +217,7 @@ func TestGPUsFollowsLateProcesses(t *testing.T) {
 	// VM). The late one is found only at gpuprof's next look at the GPUs'
 	// processes, then learned: 200 steps leave room over the floor below
 	// (120 gave 37 and 48 on a loaded machine).
-	if n := waitForLines(steps, 1, 10*time.Second, nil); n == 0 {
+	if n := testenv.WaitForLines(steps, 1, 10*time.Second, nil); n == 0 {
 		t.Fatalf("no step of the first process in 10 s:\n%s", errb.String())
 	}
 	late := testenv.StartDemo(t, "--steps", "200", "--start-delay", "0.3")

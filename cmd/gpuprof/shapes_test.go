@@ -115,7 +115,7 @@ func checkShape(t *testing.T, run shapeRun) {
 	summary := filepath.Join(tmp, "summary.txt")
 	keepOnFailure(t, truth, steps, summary, filepath.Join(tmp, "trace.jsonl.gz"))
 
-	if n := waitForLines(truth, 10, 30*time.Second, exited); n < 10 {
+	if n := testenv.WaitForLines(truth, 10, 30*time.Second, exited); n < 10 {
 		stop()
 		t.Fatalf("the loop logged %d steps in 30 s:\n%s", n, jobOut.String())
 	}
@@ -299,24 +299,6 @@ func summaryLine(stdout, prefix string) string {
 		}
 	}
 	return fmt.Sprintf("(no %q line)", prefix)
-}
-
-// waitForLines waits until the file has n lines, the process exits or
-// within passes, and returns how many it has.
-func waitForLines(path string, n int, within time.Duration, exited <-chan struct{}) int {
-	deadline := time.Now().Add(within)
-	for {
-		b, _ := os.ReadFile(path)
-		got := bytes.Count(b, []byte("\n"))
-		if got >= n || time.Now().After(deadline) {
-			return got
-		}
-		select {
-		case <-exited:
-			return got
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }
 
 func monotonicNS() uint64 {

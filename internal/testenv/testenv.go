@@ -208,3 +208,21 @@ func EndToEndPython(t testing.TB) string {
 	}
 	return python
 }
+
+// WaitForLines waits until the file has n lines, exited is closed (nil:
+// never) or within passes, and returns how many it has.
+func WaitForLines(path string, n int, within time.Duration, exited <-chan struct{}) int {
+	deadline := time.Now().Add(within)
+	for {
+		b, _ := os.ReadFile(path)
+		got := bytes.Count(b, []byte("\n"))
+		if got >= n || time.Now().After(deadline) {
+			return got
+		}
+		select {
+		case <-exited:
+			return got
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
